@@ -1,0 +1,33 @@
+"""spawnml: run neural networks on any hardware from one operator source."""
+
+from __future__ import annotations
+
+from importlib import metadata as _metadata
+
+from .backend import Backend, BackendInfo, Buffer, Capabilities, DeviceKind
+from .dtypes import DType
+from .errors import (
+    BackendUnavailableError,
+    InvalidInputError,
+    InvalidModelError,
+    KernelCompileError,
+    KernelSyntaxError,
+    KernelTypeError,
+    SpawnMLError,
+    UnsupportedOpError,
+)
+from .hookspecs import hookimpl
+from .registry import get_available_backends, get_backend, list_backends
+from .tensor import DeviceTensor
+
+try:
+    __version__ = _metadata.version("spawnml-core")
+except _metadata.PackageNotFoundError:  # running from a source tree
+    __version__ = "0.0.0+source"
+
+__all__ = [
+    "Backend", "BackendInfo", "Buffer", "Capabilities", "DType", "DeviceKind", "DeviceTensor",
+    "SpawnMLError", "InvalidModelError", "InvalidInputError", "UnsupportedOpError",
+    "BackendUnavailableError", "KernelCompileError", "KernelSyntaxError", "KernelTypeError",
+    "hookimpl", "list_backends", "get_available_backends", "get_backend", "__version__",
+]

@@ -1,0 +1,224 @@
+"""The backend contract: what every execution target implements.
+
+A backend class is registered by a plugin. ``probe()`` is a cheap class-level check that
+never raises; constructing the class creates the runtime (context, device, queues) and
+raises :class:`BackendUnavailableError` when that is impossible.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from .dtypes import DType, dtype as as_dtype
+from .errors import InvalidInputError, OutOfMemoryError
+from .memory import BufferPool
+
+if TYPE_CHECKING:
+    from .kernel.ir import KernelIR
+
+
+class DeviceKind(enum.Enum):
+    """What kind of device a backend found; decides the default preference order."""
+
+    GPU = "gpu"  # a real hardware accelerator
+    CPU = "cpu"  # the host CPU run natively (the cpu backend)
+    EMULATED = "emulated"  # a CPU or software implementation behind a GPU-style API
+    NONE = "none"  # nothing found
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """What a probe found: availability, the reason when unavailable, the device."""
+
+    name: str
+    available: bool
+    reason: str = ""
+    device: str = ""
+    device_kind: DeviceKind = DeviceKind.NONE
+    plugin: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "available": self.available,
+            "device": self.device,
+            "device_kind": self.device_kind.value,
+            "reason": self.reason,
+            "plugin": self.plugin,
+        }
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend supports; tests and the planner read these instead of guessing."""
+
+    dtypes: frozenset[DType]
+    """Element types stored natively. Others are lowered (see ``storage_dtype``)."""
+    float16_arithmetic: bool = False
+    """Whether float16 is computed natively (otherwise f32 math, rounded to f16 on store)."""
+    max_buffer_bytes: int = 1 << 31
+    max_kernel_inputs: int = 64
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+_INT32 = np.iinfo(np.int32)
+
+
+class Buffer:
+    """A backend allocation. ``handle`` is the backend's native object."""
+
+    __slots__ = ("backend", "handle", "nbytes", "size_class", "freed")
+
+    def __init__(self, backend: Backend, handle: Any, nbytes: int, size_class: int) -> None:
+        self.backend = backend
+        self.handle = handle
+        self.nbytes = nbytes
+        self.size_class = size_class
+        self.freed = False
+
+    def __repr__(self) -> str:
+        return f"<Buffer {self.backend.name} {self.nbytes} bytes>"
+
+
+class Backend(abc.ABC):
+    """An execution target. Subclasses implement the raw memory and kernel operations."""
+
+    name: ClassVar[str]
+
+    # -- discovery ----------------------------------------------------------------------
+    @classmethod
+    @abc.abstractmethod
+    def probe(cls) -> BackendInfo:
+        """Check the runtime and device cheaply. Never raises."""
+
+    # -- description --------------------------------------------------------------------
+    @property
+    @abc.abstractmethod
+    def capabilities(self) -> Capabilities: ...
+
+    @property
+    def info(self) -> BackendInfo:
+        return type(self).probe()
+
+    # -- raw memory (implemented by each backend) ---------------------------------------
+    @abc.abstractmethod
+    def _allocate(self, nbytes: int) -> Any:
+        """A new native buffer of ``nbytes``."""
+
+    @abc.abstractmethod
+    def _release(self, handle: Any) -> None:
+        """Release a native buffer."""
+
+    @abc.abstractmethod
+    def _write(self, handle: Any, data: np.ndarray) -> None:
+        """Copy a contiguous host array into the start of a native buffer."""
+
+    @abc.abstractmethod
+    def _read(self, handle: Any, nbytes: int) -> np.ndarray:
+        """The first ``nbytes`` of a native buffer as a uint8 host array (waits for work)."""
+
+    # -- kernels --------------------------------------------------------------------------
+    @abc.abstractmethod
+    def compile(self, kernel: KernelIR) -> Any:
+        """Compile a specialised kernel into a program (cached by the backend)."""
+
+    @abc.abstractmethod
+    def launch(self, program: Any, output: Buffer, inputs: Sequence[Buffer]) -> None:
+        """Queue one launch computing every element of ``output``."""
+
+    def synchronize(self) -> None:
+        """Wait until all queued work has finished."""
+
+    def close(self) -> None:
+        """Release the runtime's cached resources."""
+        self.pool.trim()
+
+    # -- memory through the pool ----------------------------------------------------------
+    @property
+    def pool(self) -> BufferPool[Any]:
+        pool = self.__dict__.get("_pool")
+        if pool is None:
+            pool = self.__dict__["_pool"] = BufferPool(self._allocate, self._release)
+        return pool
+
+    def alloc(self, nbytes: int) -> Buffer:
+        """A buffer of at least ``nbytes`` (contents undefined)."""
+        limit = self.capabilities.max_buffer_bytes
+        if nbytes > limit:
+            raise OutOfMemoryError(
+                f"{self.name}: a buffer of {nbytes} bytes exceeds this device's limit of "
+                f"{limit} bytes"
+            )
+        handle, cls = self.pool.acquire(nbytes)
+        return Buffer(self, handle, nbytes, cls)
+
+    def free(self, buffer: Buffer) -> None:
+        """Return a buffer to the pool; double frees are ignored."""
+        if buffer.freed:
+            return
+        buffer.freed = True
+        self.pool.give_back(buffer.handle, buffer.size_class)
+
+    # -- typed transfers ------------------------------------------------------------------
+    def storage_dtype(self, dt: DType) -> DType:
+        """The element type this backend stores ``dt`` as (lowering what it lacks)."""
+        native = self.capabilities.dtypes
+        if dt in native:
+            return dt
+        if dt is DType.int64 and DType.int32 in native:
+            return DType.int32
+        if dt is DType.float16 and DType.float32 in native:
+            return DType.float32
+        if dt is DType.bool:
+            for alt in (DType.uint8, DType.uint32, DType.int32):
+                if alt in native:
+                    return alt
+        if dt in (DType.int8, DType.int16, DType.uint8, DType.uint16) and DType.int32 in native:
+            return DType.int32
+        raise InvalidInputError(f"backend {self.name!r} cannot store dtype {dt}")
+
+    def upload(self, array: np.ndarray, buffer: Buffer | None = None) -> Buffer:
+        """Copy a host array to the device (lowered to the storage dtype)."""
+        array = np.asarray(array)
+        storage = self.storage_dtype(as_dtype(array.dtype))
+        if storage.numpy != array.dtype:
+            if array.dtype == np.int64 and storage is DType.int32 and array.size:
+                lo, hi = int(array.min()), int(array.max())
+                if lo < _INT32.min or hi > _INT32.max:
+                    raise InvalidInputError(
+                        f"{self.name} stores int64 as int32, but the tensor holds values in "
+                        f"[{lo}, {hi}], outside the int32 range"
+                    )
+            array = array.astype(storage.numpy)
+        data = np.ascontiguousarray(array)
+        if buffer is None:
+            buffer = self.alloc(data.nbytes)
+        elif buffer.nbytes < data.nbytes:
+            raise InvalidInputError(
+                f"upload of {data.nbytes} bytes into a buffer of {buffer.nbytes} bytes"
+            )
+        if data.nbytes:
+            self._write(buffer.handle, data)
+        return buffer
+
+    def download(self, buffer: Buffer, shape: Sequence[int], dt: DType | str) -> np.ndarray:
+        """Copy a buffer to a new host array of ``shape`` and logical dtype ``dt``."""
+        dt = as_dtype(dt)
+        storage = self.storage_dtype(dt)
+        count = int(np.prod(shape, dtype=np.int64))
+        nbytes = count * storage.itemsize
+        if nbytes > buffer.nbytes:
+            raise InvalidInputError(
+                f"download of {nbytes} bytes from a buffer of {buffer.nbytes} bytes"
+            )
+        raw = self._read(buffer.handle, nbytes) if nbytes else np.zeros(0, np.uint8)
+        host = raw.view(storage.numpy).reshape(tuple(shape))
+        if storage is not dt:
+            host = host.astype(dt.numpy)
+        return host

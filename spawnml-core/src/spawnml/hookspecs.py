@@ -1,0 +1,41 @@
+"""The hooks a spawnml plugin may implement (register-callback style).
+
+A plugin module decorates functions with ``spawnml.hookimpl`` and is listed under the
+entry-point group ``spawnml``. Each hook receives a ``register`` callable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pluggy
+
+PROJECT = "spawnml"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def spawnml_register_backends(register: Callable[[type], None]) -> None:
+    """Register Backend subclasses: ``register(BackendClass)``."""
+
+
+@hookspec
+def spawnml_register_ops(register: Callable[[Any], None]) -> None:
+    """Register operator definitions: ``register(op_def)``."""
+
+
+@hookspec
+def spawnml_register_kernels(register: Callable[..., None]) -> None:
+    """Register a backend-specific kernel for an op: ``register(backend, domain, op_type, impl)``."""
+
+
+@hookspec
+def spawnml_register_pipelines(register: Callable[..., None]) -> None:
+    """Register pipelines: ``register(task_name, PipelineClass)``."""
+
+
+@hookspec
+def spawnml_register_commands(cli: Any) -> None:
+    """Add subcommands to the ``spawnml`` CLI (an argparse subparsers object)."""
