@@ -132,7 +132,7 @@ class Backend(abc.ABC):
     def launch(self, program: Any, output: Buffer, inputs: Sequence[Buffer]) -> None:
         """Queue one launch computing every element of ``output``."""
 
-    def synchronize(self) -> None:
+    def synchronize(self) -> None:  # noqa: B027 - a no-op for backends that run synchronously
         """Wait until all queued work has finished."""
 
     def close(self) -> None:

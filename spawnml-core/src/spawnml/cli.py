@@ -15,21 +15,37 @@ from .registry import list_backends
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip()]
-    lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
-    return "\n".join(lines)
+    return "\n".join(
+        "  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    )
+
+
+def _warn_failed_plugins() -> None:
+    for record in get_plugin_manager().failed():
+        print(
+            f"spawnml: plugin {record.name!r} failed: {record.error} (see `spawnml plugins`)",
+            file=sys.stderr,
+        )
 
 
 def cmd_backends(args: argparse.Namespace) -> int:
     infos = list_backends()
     if args.json:
         print(json.dumps([info.as_dict() for info in infos], indent=2))
-        return 0
-    rows = [
-        [i.name, "yes" if i.available else "no", i.device_kind.value, i.device or "-", i.reason or "-"]
-        for i in infos
-    ]
-    print(_table(rows, ["backend", "available", "kind", "device", "reason"]))
+    else:
+        rows = [
+            [
+                i.name,
+                "yes" if i.available else "no",
+                i.device_kind.value,
+                i.device or "-",
+                i.reason or "-",
+            ]
+            for i in infos
+        ]
+        print(_table(rows, ["backend", "available", "kind", "device", "reason"]))
+    _warn_failed_plugins()
     return 0
 
 
@@ -69,9 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
         try:
             impl.function(cli=sub)
         except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the CLI
-            for record in pm.records:
-                if record.name == impl.plugin_name:
-                    record.error = f"spawnml_register_commands failed: {exc!r}"
+            pm.record_error(impl.plugin_name, f"spawnml_register_commands failed: {exc!r}")
     return parser
 
 

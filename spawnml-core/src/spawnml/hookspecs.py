@@ -28,7 +28,7 @@ def spawnml_register_ops(register: Callable[[Any], None]) -> None:
 
 @hookspec
 def spawnml_register_kernels(register: Callable[..., None]) -> None:
-    """Register a backend-specific kernel for an op: ``register(backend, domain, op_type, impl)``."""
+    """Register a backend's own kernel for an op: ``register(backend, domain, op_type, impl)``."""
 
 
 @hookspec

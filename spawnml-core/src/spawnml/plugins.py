@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 import traceback
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from importlib import metadata
 from types import ModuleType
@@ -64,8 +65,9 @@ class PluginManager:
     def hook(self) -> pluggy.HookRelay:
         return self.pm.hook
 
-    def load_entry_points(self) -> None:
-        allowed = _allowed()
+    def load_entry_points(self, only: Collection[str] | None = None) -> None:
+        """Load each entry point on its own; ``only`` (default: SPAWNML_PLUGINS) filters names."""
+        allowed = set(only) if only is not None else _allowed()
         for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
             if allowed is not None and ep.name not in allowed:
                 continue
@@ -85,21 +87,34 @@ class PluginManager:
                 where = f" ({last[0].filename}:{last[0].lineno})" if last else ""
                 record.error = f"{type(exc).__name__}: {exc}{where}"
 
-    def register(self, module: ModuleType | object, name: str, record: PluginRecord | None = None) -> None:
+    def register(
+        self, module: ModuleType | object, name: str, record: PluginRecord | None = None
+    ) -> None:
         """Register a plugin object and check its hook implementations' names."""
         if record is None:
             record = PluginRecord(name=name, value=repr(module))
             self.records.append(record)
-        self.pm.register(module, name=name)
+        try:
+            self.pm.register(module, name=name)
+        except (ValueError, pluggy.PluginValidationError) as exc:  # duplicate name, bad args
+            raise PluginError(f"plugin {name!r}: {exc}") from None
         try:
             self.pm.check_pending()
         except pluggy.PluginValidationError as exc:
             self.pm.unregister(module)
             raise PluginError(f"plugin {name!r}: {exc}") from None
-        record.hooks = sorted(
-            caller.name for caller in self.pm.get_hookcallers(module) or []
-        )
+        record.hooks = sorted(caller.name for caller in self.pm.get_hookcallers(module) or [])
         record.loaded = True
+
+    def record_error(self, plugin: str, message: str) -> None:
+        """Note that a loaded plugin failed later (in a hook); shown by ``spawnml plugins``."""
+        for record in self.records:
+            if record.name == plugin:
+                record.error = message
+
+    def failed(self) -> list[PluginRecord]:
+        """The plugins that failed to load or whose hooks failed."""
+        return [record for record in self.records if record.error]
 
 
 _lock = threading.Lock()

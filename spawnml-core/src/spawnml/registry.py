@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any
 
@@ -45,12 +46,8 @@ def backend_classes() -> dict[str, tuple[type[Backend], str]]:
 
                 try:
                     impl.function(register=register)
-                except PluginError:
-                    raise
                 except Exception as exc:  # noqa: BLE001 - recorded, never fatal
-                    for record in pm.records:
-                        if record.name == plugin_name:
-                            record.error = f"spawnml_register_backends failed: {exc!r}"
+                    pm.record_error(plugin_name, f"spawnml_register_backends failed: {exc}")
             _backend_classes = found
         return _backend_classes
 
@@ -60,9 +57,7 @@ def _probe(name: str, cls: type[Backend], plugin: str) -> BackendInfo:
         info = cls.probe()
     except Exception as exc:  # noqa: BLE001 - a probe must never take the CLI down
         info = BackendInfo(name=name, available=False, reason=f"probe raised {exc!r}")
-    if info.plugin != plugin:
-        info = BackendInfo(**{**info.as_dict(), "device_kind": info.device_kind, "plugin": plugin})
-    return info
+    return dataclasses.replace(info, plugin=plugin)
 
 
 _ORDER = {DeviceKind.GPU: 0, DeviceKind.CPU: 1, DeviceKind.EMULATED: 2, DeviceKind.NONE: 3}
@@ -70,7 +65,8 @@ _GPU_PREFERENCE = ["cuda", "webgpu", "opencl", "webgl", "cpu", "wasm"]
 
 
 def _rank(info: BackendInfo) -> tuple[int, int, str]:
-    pref = _GPU_PREFERENCE.index(info.name) if info.name in _GPU_PREFERENCE else len(_GPU_PREFERENCE)
+    known = info.name in _GPU_PREFERENCE
+    pref = _GPU_PREFERENCE.index(info.name) if known else len(_GPU_PREFERENCE)
     return (_ORDER[info.device_kind], pref, info.name)
 
 

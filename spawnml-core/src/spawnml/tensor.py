@@ -73,8 +73,11 @@ class DeviceTensor:
         """A view with a new shape over the same buffer (no copy)."""
         shape = tuple(int(d) for d in shape)
         if int(np.prod(shape, dtype=np.int64)) != self.size:
-            raise InvalidInputError(f"cannot reshape {self.shape} ({self.size} elements) to {shape}")
-        return DeviceTensor(self.backend, self.buffer, shape, self.dtype, _owner=self._owner or self)
+            raise InvalidInputError(
+                f"cannot reshape {self.shape} ({self.size} elements) to {shape}"
+            )
+        owner = self._owner or self
+        return DeviceTensor(self.backend, self.buffer, shape, self.dtype, _owner=owner)
 
     def close(self) -> None:
         """Free the buffer (views only detach). Idempotent."""
@@ -86,7 +89,10 @@ class DeviceTensor:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.close()
 

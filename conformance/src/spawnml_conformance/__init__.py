@@ -1,0 +1,1 @@
+"""spawnml's operator/backend conformance suite."""

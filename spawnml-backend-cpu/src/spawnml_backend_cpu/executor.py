@@ -1,0 +1,103 @@
+"""Runs specialised kernels on the CPU: generated numpy code over chunks of the output grid."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from spawnml.kernel import dump, ir
+from spawnml.kernel.polyfills import required_functions
+from spawnml.kernel.types import ScalarType
+
+from . import runtime_support
+from .numpy_codegen import NATIVE, NumpyCodegen
+
+_LANE_BUDGET = 1 << 21  # elements per temporary array (lanes x vectorised loop iterations)
+_MAX_LANES = 1 << 22
+
+
+class NumpyProgram:
+    """A compiled kernel: the generated function plus the chunking plan."""
+
+    def __init__(self, kernel: ir.KernelIR, source: str, fn: object, max_trip: int) -> None:
+        self.kernel = kernel
+        self.source = source
+        self.fn = fn
+        shape = kernel.output.shape
+        lanes = max(1, min(_MAX_LANES, _LANE_BUDGET // max(1, max_trip)))
+        # Split along the first axis whose trailing block fits the lane budget.
+        self.axis = len(shape)
+        trailing = 1
+        for axis in range(len(shape) - 1, -1, -1):
+            if trailing * shape[axis] > lanes:
+                self.axis = axis
+                break
+            trailing *= shape[axis]
+        else:
+            self.axis = 0 if shape else -1
+        self.rows = max(1, lanes // max(1, trailing))
+        self.trailing = trailing
+
+    def run(self, out_buffer: np.ndarray, in_buffers: Sequence[np.ndarray]) -> None:
+        k = self.kernel
+        n = k.output.size
+        if n == 0:
+            return
+        out_dt = k.output.dtype.numpy
+        out = out_buffer[: n * out_dt.itemsize].view(out_dt)
+        ins = [b[: s.size * s.dtype.numpy.itemsize].view(s.dtype.numpy) for b, s in zip(in_buffers, k.inputs)]
+        shape = k.output.shape
+        with np.errstate(all="ignore"):
+            if not shape:
+                out[0] = self.fn(out, ins, (), (), ())
+                return
+            for lead in itertools.product(*(range(d) for d in shape[: self.axis])):
+                for r0 in range(0, shape[self.axis], self.rows):
+                    r1 = min(shape[self.axis], r0 + self.rows)
+                    self._chunk(out, ins, lead, r0, r1)
+
+    def _chunk(self, out: np.ndarray, ins: list[np.ndarray], lead: tuple[int, ...], r0: int, r1: int) -> None:
+        shape = self.kernel.output.shape
+        R = len(shape)
+        ca = self.axis
+        grid, ranges, cs = [], [], []
+        for d in range(R):
+            sh = [1] * R
+            if d < ca:
+                start, count = lead[d], 1
+            elif d == ca:
+                start, count = r0, r1 - r0
+            else:
+                start, count = 0, shape[d]
+            sh[d] = count
+            grid.append(np.arange(start, start + count, dtype=np.int32).reshape(sh))
+            ranges.append((start, count, 1))
+            cs.append(count)
+        res = self.fn(out, ins, tuple(grid), tuple(ranges), tuple(cs))
+        strides = [math.prod(shape[d + 1:]) for d in range(R)]
+        flat0 = sum(r[0] * s for r, s in zip(ranges, strides))
+        size = math.prod(cs)
+        out[flat0: flat0 + size].reshape(cs)[...] = res
+
+
+def _is_native(name: str, t: ScalarType) -> bool:
+    return name in NATIVE
+
+
+def compile_numpy(kernel: ir.KernelIR) -> NumpyProgram:
+    """Generate, dump (``SPAWNML_DUMP_KERNELS``) and compile a kernel's numpy code."""
+    functions = required_functions(kernel.body, _is_native)
+    gen = NumpyCodegen(kernel, functions).render()
+    header = f"# kernel {kernel.name} ({kernel.source}) specialised as {kernel.key}\n"
+    source = header + gen.source
+    dump.write("cpu", kernel, source, "py")
+    namespace: dict[str, object] = {"_np": np, "_rt": runtime_support}
+    for t in ScalarType:
+        namespace[f"_dt_{t.value}"] = t.numpy
+    for name, (t, value) in ((name, key) for name, key in gen.constants.items()):
+        namespace[name] = t.numpy.type(eval(value)) if value not in ("nan", "inf", "-inf") else t.numpy.type(float(value))
+    exec(compile(source, f"<spawnml kernel {kernel.key}>", "exec"), namespace)
+    return NumpyProgram(kernel, source, namespace["kernel"], gen.max_trip)

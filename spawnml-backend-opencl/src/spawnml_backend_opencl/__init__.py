@@ -1,0 +1,9 @@
+"""spawnml's opencl backend.
+
+OpenCL C kernels on any OpenCL device (GPUs, PoCL on CPUs) through pyopencl.
+"""
+
+from .backend import OpenCLBackend
+from .probe import probe
+
+__all__ = ["OpenCLBackend", "probe"]

@@ -1,0 +1,14 @@
+"""Entry point of the webgpu backend plugin; importing it loads no native library."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from spawnml import hookimpl
+
+from .backend import WebGPUBackend
+
+
+@hookimpl
+def spawnml_register_backends(register: Callable[[type], None]) -> None:
+    register(WebGPUBackend)

@@ -1,0 +1,253 @@
+"""The typed tree IR that every renderer consumes.
+
+A specialised kernel is a :class:`KernelIR`: its input and output buffers with concrete
+shapes and dtypes, its local variables, and a body of statements. Expressions are immutable
+and typed. Every invocation computes one element of the output, at flat index
+:class:`GlobalIndex`; a :class:`Return` statement writes that element and ends the invocation.
+
+Integer ``div``/``mod`` in :class:`Binary` are C-style truncating operations and appear only
+where the divisor is known to be safe (a constant other than 0 and -1); everything else goes
+through the intrinsics ``floordiv``/``floormod``/``truncdiv``/``truncmod`` (see docs/kernels.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from ..dtypes import DType
+from .types import ScalarType
+
+# ----------------------------------------------------------------------------- expressions
+
+
+@dataclass(frozen=True)
+class Expr:
+    type: ScalarType
+
+
+@dataclass(frozen=True)
+class Const(Expr):
+    value: bool | int | float
+
+
+@dataclass(frozen=True)
+class Var(Expr):
+    name: str
+
+
+@dataclass(frozen=True)
+class GlobalIndex(Expr):
+    """The flat index of the output element this invocation computes (i32, >= 0)."""
+
+
+@dataclass(frozen=True)
+class Load(Expr):
+    """Element ``index`` (flat, i32) of input buffer number ``buffer``."""
+
+    buffer: int
+    index: Expr
+
+
+UNARY_OPS = ("neg", "not", "invert")
+ARITH_OPS = ("add", "sub", "mul", "div", "mod")
+BIT_OPS = ("bitand", "bitor", "bitxor", "shl", "shr")
+LOGIC_OPS = ("and", "or")
+COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
+
+
+@dataclass(frozen=True)
+class Unary(Expr):
+    op: str  # one of UNARY_OPS
+    x: Expr
+
+
+@dataclass(frozen=True)
+class Binary(Expr):
+    op: str  # ARITH_OPS, BIT_OPS, LOGIC_OPS or COMPARE_OPS
+    a: Expr
+    b: Expr
+
+
+@dataclass(frozen=True)
+class Select(Expr):
+    """``a if cond else b``; both sides may be evaluated."""
+
+    cond: Expr
+    a: Expr
+    b: Expr
+
+
+@dataclass(frozen=True)
+class Cast(Expr):
+    """Value conversion (float->int truncates toward zero)."""
+
+    x: Expr
+
+
+@dataclass(frozen=True)
+class Bitcast(Expr):
+    """Reinterpret the bits of a 32-bit value as another 32-bit type."""
+
+    x: Expr
+
+
+@dataclass(frozen=True)
+class Call(Expr):
+    """An intrinsic, by name (see ``spawnml.kernel.intrinsics``)."""
+
+    fn: str
+    args: tuple[Expr, ...]
+
+
+# ----------------------------------------------------------------------------- statements
+
+
+@dataclass(frozen=True)
+class Stmt:
+    line: int
+
+
+@dataclass(frozen=True)
+class Assign(Stmt):
+    var: Var
+    value: Expr
+
+
+@dataclass(frozen=True)
+class If(Stmt):
+    cond: Expr
+    then: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...] = ()
+
+
+@dataclass(frozen=True)
+class For(Stmt):
+    """``for var in range(start, stop, step)``; ``step`` is a non-zero constant and
+    ``start``/``stop`` are evaluated once, before the first iteration."""
+
+    var: Var
+    start: Expr
+    stop: Expr
+    step: int
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class Return(Stmt):
+    """Write the output element (in a kernel) or return the value (in a function)."""
+
+    value: Expr
+
+
+# ----------------------------------------------------------------------------- containers
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    name: str
+    dtype: DType
+    shape: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def type(self) -> ScalarType:
+        from .types import compute_type
+
+        t = compute_type(self.dtype)
+        assert t is not None
+        return t
+
+
+@dataclass(frozen=True)
+class Function:
+    """A helper function (a polyfill) rendered once per target and called by name."""
+
+    name: str
+    params: tuple[Var, ...]
+    ret: ScalarType
+    locals: tuple[Var, ...]
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class KernelIR:
+    """A kernel specialised for concrete shapes, dtypes and constants."""
+
+    name: str
+    inputs: tuple[BufferSpec, ...]
+    output: BufferSpec
+    locals: tuple[Var, ...]
+    body: tuple[Stmt, ...]
+    source: str = ""  # "file:line" of the kernel definition
+    key: str = field(default="", compare=False)
+
+    @property
+    def size(self) -> int:
+        """The number of invocations (output elements)."""
+        return self.output.size
+
+    def fingerprint(self) -> str:
+        return hashlib.sha256(repr((self.name, self.inputs, self.output, self.locals, self.body)).encode()).hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------------- traversal
+
+
+def children(e: Expr) -> tuple[Expr, ...]:
+    if isinstance(e, Load):
+        return (e.index,)
+    if isinstance(e, Unary | Cast | Bitcast):
+        return (e.x,)
+    if isinstance(e, Binary):
+        return (e.a, e.b)
+    if isinstance(e, Select):
+        return (e.cond, e.a, e.b)
+    if isinstance(e, Call):
+        return e.args
+    return ()
+
+
+def walk_expr(e: Expr) -> Iterator[Expr]:
+    """Every sub-expression of ``e``, ``e`` first."""
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(children(node))
+
+
+def stmt_exprs(s: Stmt) -> tuple[Expr, ...]:
+    if isinstance(s, Assign):
+        return (s.value,)
+    if isinstance(s, If):
+        return (s.cond,)
+    if isinstance(s, For):
+        return (s.start, s.stop)
+    if isinstance(s, Return):
+        return (s.value,)
+    return ()
+
+
+def walk_stmts(body: tuple[Stmt, ...]) -> Iterator[Stmt]:
+    """Every statement in ``body``, nested ones included, in source order."""
+    for s in body:
+        yield s
+        if isinstance(s, If):
+            yield from walk_stmts(s.then)
+            yield from walk_stmts(s.orelse)
+        elif isinstance(s, For):
+            yield from walk_stmts(s.body)
+
+
+def all_exprs(body: tuple[Stmt, ...]) -> Iterator[Expr]:
+    for s in walk_stmts(body):
+        for e in stmt_exprs(s):
+            yield from walk_expr(e)

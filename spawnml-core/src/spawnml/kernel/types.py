@@ -1,0 +1,82 @@
+"""Scalar types of the kernel language and how tensor dtypes map onto them."""
+
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+from ..dtypes import DType
+
+
+class ScalarType(enum.Enum):
+    """The types a kernel computes with. Storage dtypes map onto these (see ``compute_type``)."""
+
+    bool = "bool"
+    i32 = "i32"
+    u32 = "u32"
+    i64 = "i64"
+    f16 = "f16"
+    f32 = "f32"
+
+    @property
+    def is_float(self) -> bool:
+        return self in (ScalarType.f16, ScalarType.f32)
+
+    @property
+    def is_int(self) -> bool:
+        return self in (ScalarType.i32, ScalarType.u32, ScalarType.i64)
+
+    @property
+    def is_signed(self) -> bool:
+        return self in (ScalarType.i32, ScalarType.i64) or self.is_float
+
+    @property
+    def bits(self) -> int:
+        return {"bool": 8, "i32": 32, "u32": 32, "i64": 64, "f16": 16, "f32": 32}[self.value]
+
+    @property
+    def numpy(self) -> np.dtype:
+        return np.dtype(_NUMPY[self])
+
+    def __repr__(self) -> str:
+        return self.value
+
+    __str__ = __repr__
+
+
+_NUMPY = {
+    ScalarType.bool: "bool", ScalarType.i32: "int32", ScalarType.u32: "uint32",
+    ScalarType.i64: "int64", ScalarType.f16: "float16", ScalarType.f32: "float32",
+}
+
+f32 = ScalarType.f32
+f16 = ScalarType.f16
+i32 = ScalarType.i32
+u32 = ScalarType.u32
+i64 = ScalarType.i64
+boolean = ScalarType.bool
+
+# Storage dtype -> the type a read produces. Narrow integers compute as i32.
+_COMPUTE = {
+    DType.float32: f32, DType.float16: f16, DType.int32: i32, DType.uint32: u32,
+    DType.int64: i64, DType.bool: boolean, DType.int8: i32, DType.int16: i32,
+    DType.uint8: i32, DType.uint16: i32,
+}
+
+
+def compute_type(dt: DType) -> ScalarType | None:
+    """The kernel type of elements stored as ``dt`` (None: not usable in kernels)."""
+    return _COMPUTE.get(dt)
+
+
+def scalar_type_of(value: object) -> ScalarType | None:
+    """Coerce a ScalarType, DType or numpy dtype into a ScalarType (None if impossible)."""
+    if isinstance(value, ScalarType):
+        return value
+    if isinstance(value, DType):
+        return compute_type(value)
+    try:
+        return compute_type(DType(np.dtype(value).name))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None

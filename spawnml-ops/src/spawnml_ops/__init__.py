@@ -1,0 +1,1 @@
+"""spawnml's ONNX operator set: shape rules, numpy references and portable kernels."""

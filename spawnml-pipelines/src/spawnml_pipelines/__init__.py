@@ -1,0 +1,1 @@
+"""spawnml's image pipelines (classification, depth, style, background removal, upscaling)."""
