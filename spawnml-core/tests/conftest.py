@@ -17,6 +17,12 @@ REPO = Path(__file__).resolve().parents[2]
 CLI = Path(sysconfig.get_path("scripts")) / "spawnml"
 
 
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    """The monorepo's root folder (holds every package folder)."""
+    return REPO
+
+
 @pytest.fixture
 def fresh_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
     """Forget loaded plugins before and after the test (it may set SPAWNML_PLUGINS)."""

@@ -93,7 +93,8 @@ def test_view_of_a_closed_owner_is_closed(cpu: CPUBackend) -> None:
 
 
 def test_reshape_to_a_different_size_is_rejected(cpu: CPUBackend) -> None:
-    with DeviceTensor.from_numpy(cpu, np.zeros(6, np.float32)) as t, pytest.raises(
-        InvalidInputError, match=r"cannot reshape \(6,\)"
+    with (
+        DeviceTensor.from_numpy(cpu, np.zeros(6, np.float32)) as t,
+        pytest.raises(InvalidInputError, match=r"cannot reshape \(6,\)"),
     ):
         t.reshape((4,))

@@ -70,7 +70,8 @@ def truncdiv(a: object, b: object) -> object:
     """C-style integer division; x / 0 == 0."""
     q = np.floor_divide(a, b)
     r = np.remainder(a, b)
-    return np.where((r != 0) & ((r < 0) != (np.asarray(b) < 0)), q + 1, q).astype(np.result_type(a, b))
+    return np.where((r != 0) & ((np.asarray(a) < 0) != (np.asarray(b) < 0)), q + 1, q).astype(
+        np.result_type(a, b))
 
 
 def truncmod(a: object, b: object) -> object:

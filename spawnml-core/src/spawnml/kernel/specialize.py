@@ -591,10 +591,7 @@ class _Specializer:
         return e
 
     def load(self, t: _TensorRef, index: ir.Expr, node: ast.AST) -> Any:
-        if t.spec.size == 0:
-            raise self.err(node, f"tensor {t.spec.name!r} has no elements {t.spec.shape}; "
-                           "reading it is always out of bounds")
-        if isinstance(index, ir.Const) and not 0 <= index.value < t.spec.size:
+        if isinstance(index, ir.Const) and t.spec.size and not 0 <= index.value < t.spec.size:
             raise self.err(node, f"constant index {index.value} is out of bounds for tensor "
                            f"{t.spec.name!r} of {t.spec.size} elements")
         return ir.Load(t.spec.type, t.slot, index)

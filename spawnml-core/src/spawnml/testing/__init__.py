@@ -1,0 +1,1 @@
+"""Test helpers shipped with spawnml-core: the kernel suite every backend runs."""
