@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import platform
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,19 +10,9 @@ import numpy as np
 from spawnml.backend import Backend, BackendInfo, Buffer, Capabilities, DeviceKind
 from spawnml.dtypes import DType
 from spawnml.kernel.ir import KernelIR
+from spawnml.probing import cpu_model
 
 from .executor import NumpyProgram, compile_numpy
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 class CPUBackend(Backend):
@@ -42,7 +31,7 @@ class CPUBackend(Backend):
         return BackendInfo(
             name=cls.name,
             available=True,
-            device=f"{_cpu_name()} (numpy {np.__version__})",
+            device=f"{cpu_model()} (numpy {np.__version__})",
             device_kind=DeviceKind.CPU,
         )
 

@@ -29,17 +29,12 @@ class NumpyProgram:
         shape = kernel.output.shape
         lanes = max(1, min(_MAX_LANES, _LANE_BUDGET // max(1, max_trip)))
         # Split along the first axis whose trailing block fits the lane budget.
-        self.axis = len(shape)
-        trailing = 1
-        for axis in range(len(shape) - 1, -1, -1):
-            if trailing * shape[axis] > lanes:
-                self.axis = axis
+        self.axis, self.rows = 0, 1
+        for axis in range(len(shape)):
+            block = math.prod(shape[axis + 1 :])
+            if block <= lanes:
+                self.axis, self.rows = axis, max(1, lanes // max(1, block))
                 break
-            trailing *= shape[axis]
-        else:
-            self.axis = 0 if shape else -1
-        self.rows = max(1, lanes // max(1, trailing))
-        self.trailing = trailing
 
     def run(self, out_buffer: np.ndarray, in_buffers: Sequence[np.ndarray]) -> None:
         k = self.kernel
@@ -48,7 +43,10 @@ class NumpyProgram:
             return
         out_dt = k.output.dtype.numpy
         out = out_buffer[: n * out_dt.itemsize].view(out_dt)
-        ins = [b[: s.size * s.dtype.numpy.itemsize].view(s.dtype.numpy) for b, s in zip(in_buffers, k.inputs)]
+        ins = [
+            b[: s.size * s.dtype.numpy.itemsize].view(s.dtype.numpy)
+            for b, s in zip(in_buffers, k.inputs)
+        ]
         shape = k.output.shape
         with np.errstate(all="ignore"):
             if not shape:
@@ -59,7 +57,9 @@ class NumpyProgram:
                     r1 = min(shape[self.axis], r0 + self.rows)
                     self._chunk(out, ins, lead, r0, r1)
 
-    def _chunk(self, out: np.ndarray, ins: list[np.ndarray], lead: tuple[int, ...], r0: int, r1: int) -> None:
+    def _chunk(
+        self, out: np.ndarray, ins: list[np.ndarray], lead: tuple[int, ...], r0: int, r1: int
+    ) -> None:
         shape = self.kernel.output.shape
         R = len(shape)
         ca = self.axis
@@ -77,10 +77,10 @@ class NumpyProgram:
             ranges.append((start, count, 1))
             cs.append(count)
         res = self.fn(out, ins, tuple(grid), tuple(ranges), tuple(cs))
-        strides = [math.prod(shape[d + 1:]) for d in range(R)]
+        strides = [math.prod(shape[d + 1 :]) for d in range(R)]
         flat0 = sum(r[0] * s for r, s in zip(ranges, strides))
         size = math.prod(cs)
-        out[flat0: flat0 + size].reshape(cs)[...] = res
+        out[flat0 : flat0 + size].reshape(cs)[...] = res
 
 
 def _is_native(name: str, t: ScalarType) -> bool:
@@ -98,6 +98,10 @@ def compile_numpy(kernel: ir.KernelIR) -> NumpyProgram:
     for t in ScalarType:
         namespace[f"_dt_{t.value}"] = t.numpy
     for name, (t, value) in ((name, key) for name, key in gen.constants.items()):
-        namespace[name] = t.numpy.type(eval(value)) if value not in ("nan", "inf", "-inf") else t.numpy.type(float(value))
+        namespace[name] = (
+            t.numpy.type(eval(value))
+            if value not in ("nan", "inf", "-inf")
+            else t.numpy.type(float(value))
+        )
     exec(compile(source, f"<spawnml kernel {kernel.key}>", "exec"), namespace)
     return NumpyProgram(kernel, source, namespace["kernel"], gen.max_trip)

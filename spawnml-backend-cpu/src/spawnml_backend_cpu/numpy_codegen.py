@@ -19,23 +19,70 @@ from spawnml.kernel.types import ScalarType
 
 _NP = {t: f"_dt_{t.value}" for t in ScalarType}
 _CALLS = {
-    "exp": "_np.exp", "exp2": "_np.exp2", "log": "_np.log", "log2": "_np.log2",
-    "sqrt": "_np.sqrt", "sin": "_np.sin", "cos": "_np.cos", "tan": "_np.tan",
-    "asin": "_np.arcsin", "acos": "_np.arccos", "atan": "_np.arctan", "sinh": "_np.sinh",
-    "cosh": "_np.cosh", "tanh": "_np.tanh", "asinh": "_np.arcsinh", "acosh": "_np.arccosh",
-    "atanh": "_np.arctanh", "floor": "_np.floor", "ceil": "_np.ceil", "trunc": "_np.trunc",
-    "round": "_np.rint", "pow": "_np.power", "atan2": "_np.arctan2", "fmod": "_np.fmod",
-    "abs": "_np.abs", "sign": "_np.sign", "min": "_np.minimum", "max": "_np.maximum",
-    "isnan": "_np.isnan", "isinf": "_np.isinf", "isfinite": "_np.isfinite",
-    "floordiv": "_np.floor_divide", "floormod": "_np.remainder", "truncdiv": "_rt.truncdiv",
-    "truncmod": "_rt.truncmod", "pymod": "_np.mod",
+    "exp": "_np.exp",
+    "exp2": "_np.exp2",
+    "log": "_np.log",
+    "log2": "_np.log2",
+    "sqrt": "_np.sqrt",
+    "sin": "_np.sin",
+    "cos": "_np.cos",
+    "tan": "_np.tan",
+    "asin": "_np.arcsin",
+    "acos": "_np.arccos",
+    "atan": "_np.arctan",
+    "sinh": "_np.sinh",
+    "cosh": "_np.cosh",
+    "tanh": "_np.tanh",
+    "asinh": "_np.arcsinh",
+    "acosh": "_np.arccosh",
+    "atanh": "_np.arctanh",
+    "floor": "_np.floor",
+    "ceil": "_np.ceil",
+    "trunc": "_np.trunc",
+    "round": "_np.rint",
+    "pow": "_np.power",
+    "atan2": "_np.arctan2",
+    "fmod": "_np.fmod",
+    "abs": "_np.abs",
+    "sign": "_np.sign",
+    "min": "_np.minimum",
+    "max": "_np.maximum",
+    "isnan": "_np.isnan",
+    "isinf": "_np.isinf",
+    "isfinite": "_np.isfinite",
+    "floordiv": "_np.floor_divide",
+    "floormod": "_np.remainder",
+    "truncdiv": "_rt.truncdiv",
+    "truncmod": "_rt.truncmod",
+    "pymod": "_np.mod",
 }
 NATIVE = frozenset(_CALLS) | {"rsqrt"}
-_BIN = {"add": "+", "sub": "-", "mul": "*", "div": "/", "mod": "%", "bitand": "&", "bitor": "|",
-        "bitxor": "^", "shl": "<<", "shr": ">>", "and": "&", "or": "|", "lt": "<", "le": "<=",
-        "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-_REDUCE = {"add": ("_np.sum", "+"), "mul": ("_np.prod", "*"),
-           "max": ("_np.max", "_np.maximum"), "min": ("_np.min", "_np.minimum")}
+_BIN = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "div": "/",
+    "mod": "%",
+    "bitand": "&",
+    "bitor": "|",
+    "bitxor": "^",
+    "shl": "<<",
+    "shr": ">>",
+    "and": "&",
+    "or": "|",
+    "lt": "<",
+    "le": "<=",
+    "gt": ">",
+    "ge": ">=",
+    "eq": "==",
+    "ne": "!=",
+}
+_REDUCE = {
+    "add": ("_np.sum", "+"),
+    "mul": ("_np.prod", "*"),
+    "max": ("_np.max", "_np.maximum"),
+    "min": ("_np.min", "_np.minimum"),
+}
 
 
 def _identity(op: str, t: ScalarType) -> object:
@@ -95,7 +142,9 @@ class NumpyCodegen:
     # ---------------------------------------------------------------- output
     def render(self) -> Generated:
         k = self.k
-        body = [s for s in k.body if not (isinstance(s, ir.Assign) and s.var.name in self.grid_vars)]
+        body = [
+            s for s in k.body if not (isinstance(s, ir.Assign) and s.var.name in self.grid_vars)
+        ]
         for v in k.locals:
             if v.name not in self.grid_vars:
                 zero = False if v.type == ScalarType.bool else 0
@@ -116,8 +165,13 @@ class NumpyCodegen:
             header.append(f"    _gid = _np.asarray({terms}, dtype=_np.int32)")
         fn_sources = [self.render_function(f) for f in self.functions.values()]
         source = "\n".join([*fn_sources, *header, *self.lines]) + "\n"
-        return Generated(source, {name: value for value, name in self.consts.items()},
-                         self.max_trip, self.uses_gid, fn_sources)
+        return Generated(
+            source,
+            {name: value for value, name in self.consts.items()},
+            self.max_trip,
+            self.uses_gid,
+            fn_sources,
+        )
 
     def emit(self, depth: int, line: str) -> None:
         self.lines.append("    " * depth + line)
@@ -243,7 +297,11 @@ class NumpyCodegen:
         var = s.var.name
         if not (self.is_varying(s.start) or self.is_varying(s.stop)):
             it = self.fresh("i")
-            self.emit(d, f"for {it} in range(int({self.expr(s.start)}), int({self.expr(s.stop)}), {s.step}):")
+            self.emit(
+                d,
+                f"for {it} in range(int({self.expr(s.start)}), "
+                f"int({self.expr(s.stop)}), {s.step}):",
+            )
             self.emit(d + 1, f"{var} = _np.int32({it})")
             self.block(d + 1, s.body, mask)
             return
@@ -280,13 +338,23 @@ class NumpyCodegen:
         self.renames = {}
         self.affine_env = saved_env
 
-    def nest_body(self, d: int, stmts: tuple[ir.Stmt, ...], mask: str | None,
-                  enclosing: tuple[int, ...], nest: _Nest) -> None:
+    def nest_body(
+        self,
+        d: int,
+        stmts: tuple[ir.Stmt, ...],
+        mask: str | None,
+        enclosing: tuple[int, ...],
+        nest: _Nest,
+    ) -> None:
         for s in stmts:
             if isinstance(s, ir.For):
                 axis = nest.axes[s.var.name]
                 start, count, step = nest.ranges[axis - self.R]
-                self.emit(d, f"{s.var.name} = _rt.loop_axis({start}, {count}, {step}, {axis}, {self.R} + {len(nest.ranges)})")
+                self.emit(
+                    d,
+                    f"{s.var.name} = _rt.loop_axis({start}, {count}, {step}, {axis}, "
+                    f"{self.R + len(nest.ranges)})",
+                )
                 self.affine_env[s.var.name] = (0, {axis: 1})
                 self.nest_body(d, s.body, mask, (*enclosing, axis), nest)
             elif isinstance(s, ir.If):
@@ -304,12 +372,15 @@ class NumpyCodegen:
                 t = s.var.type
                 if mask is not None:
                     value = f"_np.where({mask}, {value}, {self.const(_identity(op, t), t)})"
-                shape = "_cs + (" + "".join(
-                    f"{nest.ranges[a - self.R][1] if a in enclosing else 1}, " for a in range(self.R, self.R + len(nest.ranges))) + ")"
-                axes = tuple(range(self.R, self.R + len(nest.ranges)))
+                loop_shape = tuple(
+                    nest.ranges[a - self.R][1] if a in enclosing else 1
+                    for a in range(self.R, self.R + len(nest.ranges))
+                )
                 fn, combine = _REDUCE[op]
-                extra = f", dtype={_NP[t]}" if op in ("add", "mul") else f", initial={self.const(_identity(op, t), t)}"
-                reduced = f"{fn}(_np.broadcast_to({value}, {shape}), axis={axes}{extra})"
+                reduced = (
+                    f"_rt.reduce_loops({fn}, {value}, {self.R}, {loop_shape!r}, "
+                    f"{_NP[t]}, {self.const(_identity(op, t), t)})"
+                )
                 name = s.var.name
                 if combine in ("+", "*"):
                     self.emit(d, f"{name} = ({name} {combine} {reduced}).astype({_NP[t]})")
@@ -330,7 +401,9 @@ class NumpyCodegen:
         for node in ir.walk_expr(e):
             if isinstance(node, ir.GlobalIndex):
                 return True
-            if isinstance(node, ir.Var) and (node.name in self.varying or node.name in self.grid_vars):
+            if isinstance(node, ir.Var) and (
+                node.name in self.varying or node.name in self.grid_vars
+            ):
                 return True
         return False
 
@@ -379,13 +452,20 @@ class NumpyCodegen:
             return self.renames.get(e.name, e.name) if self.nest else e.name
         if isinstance(e, ir.GlobalIndex):
             self.uses_gid = True
-            return "_rt.expand(_gid, %d)" % self.extra_axes if self.nest else "_gid"
+            return f"_rt.expand(_gid, {self.extra_axes})" if self.nest else "_gid"
         if isinstance(e, ir.Load):
             return self.load(e)
         if isinstance(e, ir.Unary):
             x = self.expr(e.x)
             return {"neg": f"(-{x})", "not": f"_np.logical_not({x})", "invert": f"(~{x})"}[e.op]
         if isinstance(e, ir.Binary):
+            if (
+                e.op in ("div", "mod")
+                and e.type.is_int
+                and not (isinstance(e.b, ir.Const) and e.b.value > 0 and self.nonneg(e.a))
+            ):
+                fn = "_rt.truncdiv" if e.op == "div" else "_rt.truncmod"
+                return f"{fn}({self.expr(e.a)}, {self.expr(e.b)})"
             return f"({self.expr(e.a)} {_BIN[e.op]} {self.expr(e.b)})"
         if isinstance(e, ir.Select):
             return f"_np.where({self.expr(e.cond)}, {self.expr(e.a)}, {self.expr(e.b)})"
@@ -403,6 +483,16 @@ class NumpyCodegen:
 
             return f"{function_name(e.fn, e.args[0].type)}({args})"
         raise NotImplementedError(type(e).__name__)
+
+    def nonneg(self, e: ir.Expr) -> bool:
+        """Whether ``e`` is evidently >= 0 (then C and Python integer division agree)."""
+        if isinstance(e, ir.Const):
+            return e.value >= 0
+        if isinstance(e, ir.GlobalIndex) or (isinstance(e, ir.Var) and e.name in self.grid_vars):
+            return True
+        if isinstance(e, ir.Binary) and e.op in ("add", "mul", "div", "mod"):
+            return self.nonneg(e.a) and self.nonneg(e.b)
+        return False
 
     def load(self, e: ir.Load) -> str:
         buf = f"in{e.buffer}"
@@ -452,8 +542,10 @@ def _varying_vars(k: ir.KernelIR, partial: bool) -> set[str]:
         return varying | {v.name for v in k.locals}
 
     def dep(e: ir.Expr) -> bool:
-        return any(isinstance(n, ir.GlobalIndex) or (isinstance(n, ir.Var) and n.name in varying)
-                   for n in ir.walk_expr(e))
+        return any(
+            isinstance(n, ir.GlobalIndex) or (isinstance(n, ir.Var) and n.name in varying)
+            for n in ir.walk_expr(e)
+        )
 
     changed = True
     while changed:
@@ -567,8 +659,11 @@ def _plan_nest(loop: ir.For, k: ir.KernelIR, varying: set[str], R: int) -> _Nest
                 if not check(s.body, defined | {s.var.name}):
                     return False
                 continue
-            exprs = [s.cond] if isinstance(s, ir.If) else [
-                _accumulated_operand(s) if s.var.name in accs else s.value]
+            exprs = (
+                [s.cond]
+                if isinstance(s, ir.If)
+                else [_accumulated_operand(s) if s.var.name in accs else s.value]
+            )
             for e in exprs:
                 for n in ir.walk_expr(e):
                     if isinstance(n, ir.Var):

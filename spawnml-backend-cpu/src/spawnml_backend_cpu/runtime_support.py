@@ -37,8 +37,12 @@ def affine_load(
     size = buf.shape[0]
     if 0 <= lo and hi < size and all(s >= 0 for s in strides) and 0 not in shape:
         item = buf.itemsize
-        return as_strided(buf[const:], shape=tuple(shape), strides=tuple(s * item for s in strides),
-                          writeable=False)
+        return as_strided(
+            buf[const:],
+            shape=tuple(shape),
+            strides=tuple(s * item for s in strides),
+            writeable=False,
+        )
     index = np.full((1,) * ndim, const, dtype=np.int64)
     for axis, _ in terms:
         idx_shape = [1] * ndim
@@ -71,7 +75,8 @@ def truncdiv(a: object, b: object) -> object:
     q = np.floor_divide(a, b)
     r = np.remainder(a, b)
     return np.where((r != 0) & ((np.asarray(a) < 0) != (np.asarray(b) < 0)), q + 1, q).astype(
-        np.result_type(a, b))
+        np.result_type(a, b)
+    )
 
 
 def truncmod(a: object, b: object) -> object:
@@ -83,3 +88,21 @@ def loop_axis(start: int, count: int, step: int, axis: int, ndim: int) -> np.nda
     shape = [1] * ndim
     shape[axis] = count
     return (start + step * np.arange(count, dtype=np.int32)).reshape(shape).astype(np.int32)
+
+
+def reduce_loops(
+    fn, value: object, lanes: int, loop_shape: tuple[int, ...], dt: np.dtype, identity: object
+) -> np.ndarray:
+    """Reduce a vectorised loop nest's values over its loop axes.
+
+    Lane axes are not broadcast: a value that does not depend on some output axis is
+    reduced once and broadcast afterwards (a fused softmax's row max costs O(row), not
+    O(row x columns))."""
+    value = np.asarray(value)
+    lead = value.shape[:lanes] if value.ndim >= lanes else (1,) * lanes
+    target = np.broadcast_shapes(value.shape, lead + loop_shape)
+    axes = tuple(range(lanes, lanes + len(loop_shape)))
+    full = np.broadcast_to(value, target)
+    if fn is np.sum or fn is np.prod:
+        return fn(full, axis=axes, dtype=dt)
+    return fn(full, axis=axes, initial=identity)

@@ -26,6 +26,11 @@ def nvrtc_version() -> str | None:
     return f"{major}.{minor}" if result == nvrtc.nvrtcResult.NVRTC_SUCCESS else None
 
 
+def pycuda_installed() -> bool:
+    """Whether pycuda, the runtime's driver binding, is installed (without importing it)."""
+    return importlib.util.find_spec("pycuda") is not None
+
+
 def _nvrtc_note() -> str:
     version = nvrtc_version()
     if version is None:
@@ -40,7 +45,7 @@ def probe() -> BackendInfo:
         device = driver.first_device(driver.load_driver())
     except BackendUnavailableError as exc:
         return unavailable(NAME, f"{exc} ({_nvrtc_note()})")
-    if importlib.util.find_spec("pycuda") is None:
+    if not pycuda_installed():
         return unavailable(
             NAME,
             f"found {device.describe()}, but pycuda is not installed: "

@@ -4,6 +4,5 @@ OpenCL C kernels on any OpenCL device (GPUs, PoCL on CPUs) through pyopencl.
 """
 
 from .backend import OpenCLBackend
-from .probe import probe
 
-__all__ = ["OpenCLBackend", "probe"]
+__all__ = ["OpenCLBackend"]

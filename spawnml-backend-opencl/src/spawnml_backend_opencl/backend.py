@@ -5,20 +5,141 @@ OpenCL C kernels on any OpenCL device (GPUs, PoCL on CPUs) through pyopencl.
 
 from __future__ import annotations
 
-from spawnml.backend import BackendInfo
-from spawnml.pending import PendingRuntime
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from .probe import probe
+import numpy as np
+
+from spawnml.backend import Backend, BackendInfo, Buffer, Capabilities
+from spawnml.dtypes import DType
+from spawnml.errors import InvalidInputError
+from spawnml.kernel import dump
+from spawnml.kernel.ir import KernelIR
+
+from .probe import describe, probe
+from .renderer import OpenCLRenderer, kernel_name
+from .runtime import Runtime, build, runtime
+
+# int8/16 and bool (as uchar) are stored natively; uint64/float64 have no kernel type.
+_DTYPES = frozenset({
+    DType.float32, DType.float16, DType.int8, DType.int16, DType.int32, DType.int64,
+    DType.uint8, DType.uint16, DType.uint32,
+})
+_WORK_GROUP = 256  # PoCL vectorises across a work-group; GPUs like 64-256 too
 
 
-class OpenCLBackend(PendingRuntime):
+@dataclass
+class OpenCLProgram:
+    """A compiled kernel: its ``cl.Kernel`` (created once) and launch geometry."""
+
+    kernel: Any
+    name: str
+    n_inputs: int
+    global_size: tuple[int]
+    local_size: tuple[int]
+    source: str
+
+
+class OpenCLBackend(Backend):
     """OpenCL C kernels on any OpenCL device (GPUs, PoCL on CPUs) through pyopencl."""
 
     name = "opencl"
-    # The probe is real; the runtime (buffers, compile, launch) is issue #4. Until then
-    # constructing this class raises BackendUnavailableError saying so, instead of faking.
-    runtime_issue = "issue #4"
 
     @classmethod
     def probe(cls) -> BackendInfo:
         return probe()
+
+    def __init__(self, *, fp16: bool | None = None) -> None:
+        """``fp16=False`` computes f16 as f32 even where the device has cl_khr_fp16."""
+        self._rt: Runtime = runtime()
+        device = self._rt.device
+        self._fp16 = self._rt.fp16 if fp16 is None else (fp16 and self._rt.fp16)
+        pointer_bytes = device.address_bits // 8
+        self._caps = Capabilities(
+            dtypes=_DTYPES,
+            float16_arithmetic=self._fp16,
+            max_buffer_bytes=int(device.max_mem_alloc_size),
+            max_kernel_inputs=device.max_parameter_size // pointer_bytes - 1,
+            extras={
+                "device": describe(device),
+                "opencl_c_version": device.opencl_c_version,
+                "max_work_group_size": int(device.max_work_group_size),
+                # f16 is always stored as half (vload_half/vstore_half are core OpenCL);
+                # without cl_khr_fp16 it is computed as f32 and rounded on store and cast.
+                "float16_storage": True,
+            },
+        )
+        self.renderer = OpenCLRenderer(self.storage_dtype, fp16=self._fp16)
+        self._programs: dict[str, OpenCLProgram] = {}
+        self._in_flight: list[np.ndarray] = []  # host arrays queued writes still read
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self._caps
+
+    # -- raw memory ---------------------------------------------------------------------
+    def _allocate(self, nbytes: int) -> Any:
+        cl = self._rt.cl
+        return cl.Buffer(self._rt.context, cl.mem_flags.READ_WRITE, nbytes)
+
+    def _release(self, handle: Any) -> None:
+        handle.release()
+
+    def _write(self, handle: Any, data: np.ndarray) -> None:
+        # The write is queued, not waited for: it copies from a private snapshot that is
+        # kept alive until the queue drains, so the caller may reuse its array at once.
+        snapshot = data.reshape(-1).view(np.uint8).copy()
+        self._rt.cl.enqueue_copy(self._rt.queue, handle, snapshot, is_blocking=False)
+        self._in_flight.append(snapshot)
+
+    def _read(self, handle: Any, nbytes: int) -> np.ndarray:
+        host = np.empty(nbytes, np.uint8)
+        self._rt.cl.enqueue_copy(self._rt.queue, host, handle, is_blocking=True)
+        self._in_flight.clear()  # the in-order queue ran every earlier write
+        return host
+
+    # -- kernels ------------------------------------------------------------------------
+    def compile(self, kernel: KernelIR) -> OpenCLProgram:
+        key = kernel.key or kernel.fingerprint()
+        program = self._programs.get(key)
+        if program is None:
+            program = self._programs[key] = self._compile(kernel)
+        return program
+
+    def _compile(self, kernel: KernelIR) -> OpenCLProgram:
+        source = self.renderer.render(kernel)
+        dump.write(self.name, kernel, source, "cl")
+        return self.program_from_source(source, kernel_name(kernel), kernel.size,
+                                        len(kernel.inputs), what=f"{kernel.name} ({kernel.source})")
+
+    def program_from_source(self, source: str, name: str, size: int, n_inputs: int,
+                            what: str = "") -> OpenCLProgram:
+        """Build OpenCL C ``source`` whose kernel ``name`` computes ``size`` elements."""
+        cl = self._rt.cl
+        built = build(self._rt, source, what or name)
+        kernel = cl.Kernel(built, name)
+        limit = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE,
+                                           self._rt.device)
+        local = min(_WORK_GROUP, int(limit), 1 << max(size - 1, 0).bit_length())
+        groups = -(-size // local)
+        return OpenCLProgram(kernel, name, n_inputs, (groups * local,), (local,), source)
+
+    def launch(self, program: OpenCLProgram, output: Buffer, inputs: Sequence[Buffer]) -> None:
+        if len(inputs) != program.n_inputs:
+            raise InvalidInputError(
+                f"kernel {program.name} takes {program.n_inputs} inputs, got {len(inputs)}"
+            )
+        program.kernel.set_args(output.handle, *(b.handle for b in inputs))
+        self._rt.cl.enqueue_nd_range_kernel(
+            self._rt.queue, program.kernel, program.global_size, program.local_size
+        )
+
+    def synchronize(self) -> None:
+        self._rt.queue.finish()
+        self._in_flight.clear()
+
+    def close(self) -> None:
+        self.synchronize()
+        super().close()
+        self._programs.clear()

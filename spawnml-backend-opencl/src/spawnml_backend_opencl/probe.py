@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from spawnml.backend import BackendInfo, DeviceKind
@@ -55,11 +56,29 @@ def device_kind(cl: Any, device: cl.Device) -> DeviceKind:
     )
 
 
+def _chosen(cl: Any, devices: list[cl.Device]) -> list[cl.Device]:
+    """The devices ``SPAWNML_OPENCL_DEVICE`` selects: an index into the candidate list or a
+    case-insensitive part of the device or platform name (all devices when unset)."""
+    choice = os.environ.get("SPAWNML_OPENCL_DEVICE", "").strip()
+    if not choice:
+        return devices
+    if choice.isdigit():
+        picked = devices[int(choice) : int(choice) + 1]
+    else:
+        picked = [d for d in devices if choice.lower() in f"{d.name} {d.platform.name}".lower()]
+    if not picked:
+        names = "; ".join(f"{i}: {describe(d)}" for i, d in enumerate(devices))
+        raise BackendUnavailableError(
+            f"SPAWNML_OPENCL_DEVICE={choice!r} matches no OpenCL device (found {names})"
+        )
+    return picked
+
+
 def select_device() -> tuple[cl.Context, cl.Device]:
     """A context on the first device that builds a trivial kernel (hardware GPUs first)."""
     cl = _import_pyopencl()
     failures = []
-    for device in _candidates(cl):
+    for device in _chosen(cl, _candidates(cl)):
         try:
             context = cl.Context([device])
             cl.Program(context, _PROBE_KERNEL).build()

@@ -4,6 +4,5 @@ GLSL ES 3.00 shaders on an OpenGL ES 3.0 context (the WebGL2 feature set).
 """
 
 from .backend import WebGLBackend
-from .probe import probe
 
-__all__ = ["WebGLBackend", "probe"]
+__all__ = ["WebGLBackend"]

@@ -1,21 +1,219 @@
-"""The webgl backend: GLSL ES 3.00 shaders on an OpenGL ES 3.0 context (the WebGL2 feature set)."""
+"""The webgl backend: GLSL ES 3.00 shaders on an OpenGL ES 3.0 context (the WebGL2 feature set).
+
+Buffers are R32UI textures (``textures.py``); a kernel is a fragment shader drawn over the
+output texture's rows, one fragment per output element (measured twice as fast as transform
+feedback on llvmpipe, see README.md). GL queues draws; reads wait for them.
+"""
 
 from __future__ import annotations
 
-from spawnml.backend import BackendInfo
-from spawnml.pending import PendingRuntime
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
+from spawnml.backend import Backend, BackendInfo, Buffer, Capabilities
+from spawnml.dtypes import DType
+from spawnml.errors import (
+    BackendError,
+    BackendUnavailableError,
+    InvalidInputError,
+    KernelCompileError,
+)
+from spawnml.kernel import dump, ir
+from spawnml.probing import ensure_xdg_runtime_dir
+
+from .layout import TextureLayout
+from .packing import Packer, SlotPlan, plan_slots
 from .probe import probe
+from .readback import PixelReader
+from .renderer import VERTEX_SHADER, GLSLRenderer
+from .textures import TextureBuffer, read_words, write_words
+
+WEBGL2_TEXTURE_UNITS = 16
+"""Fragment-shader texture units every WebGL2 implementation offers (MAX_TEXTURE_IMAGE_UNITS)."""
+_ES3 = 300
 
 
-class WebGLBackend(PendingRuntime):
+@dataclass
+class WebGLProgram:
+    """A compiled kernel: the GL program, its empty vertex array, and where inputs go."""
+
+    kernel: ir.KernelIR
+    source: str
+    program: Any
+    vao: Any
+    plan: SlotPlan
+
+
+class WebGLBackend(Backend):
     """GLSL ES 3.00 shaders on an OpenGL ES 3.0 context (the WebGL2 feature set)."""
 
     name = "webgl"
-    # The probe is real; the runtime (buffers, compile, launch) is issue #6. Until then
-    # constructing this class raises BackendUnavailableError saying so, instead of faking.
-    runtime_issue = "issue #6"
 
     @classmethod
     def probe(cls) -> BackendInfo:
         return probe()
+
+    def __init__(
+        self, texture_width: int | None = None, max_texture_units: int | None = None
+    ) -> None:
+        """``texture_width``/``max_texture_units`` lower the WebGL2 limits (tests use this)."""
+        info = probe()
+        if not info.available:
+            raise BackendUnavailableError(f"webgl: {info.reason}")
+        ensure_xdg_runtime_dir()
+        import moderngl
+
+        from .egl import EGLContext
+
+        self._egl = EGLContext(3, 0)
+        self._egl.make_current()
+        self.ctx = moderngl.create_context(require=_ES3, context=self._egl)
+        self.reader = PixelReader(self._egl.load_opengl_function)
+        limit = self.reader.get_integer(0x0D33)  # GL_MAX_TEXTURE_SIZE
+        units = self.reader.get_integer(0x8872)  # GL_MAX_TEXTURE_IMAGE_UNITS
+        units = min(units, WEBGL2_TEXTURE_UNITS)
+        self.texture_units = max(1, min(units, max_texture_units or units))
+        self.layout = TextureLayout.for_limit(limit, texture_width)
+        self._caps = Capabilities(
+            dtypes=frozenset({DType.float32, DType.int32, DType.uint32}),
+            float16_arithmetic=False,
+            max_buffer_bytes=self.layout.max_words * 4,
+            max_kernel_inputs=1024,  # more than texture_units are packed (packing.py)
+            extras={
+                "max_texture_size": limit,
+                "texture_width": self.layout.width,
+                "max_texture_units": self.texture_units,
+                "texture_format": "R32UI",
+                "output": "fragment",
+                "flushes_denormals": True,  # llvmpipe does; GLSL ES 3.00 4.5.1 allows it
+                "renderer": self.ctx.info["GL_RENDERER"],
+            },
+        )
+        self.reader.clear_errors()  # ctx.info asks for desktop-only enums
+        self._programs: dict[str, WebGLProgram] = {}
+        self._packer: Packer | None = None
+        self._pack: TextureBuffer | None = None
+
+    def _current(self) -> Any:
+        """The moderngl context, after making its EGL context current on this thread."""
+        if self._egl.handle is None:
+            raise BackendError("the webgl backend was closed")
+        if not self._egl.is_current():
+            self._egl.make_current()
+        return self.ctx
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self._caps
+
+    # -- raw memory ---------------------------------------------------------------------
+    def _allocate(self, nbytes: int) -> TextureBuffer:
+        return TextureBuffer(self._current(), self.layout, -(-nbytes // 4))
+
+    def _release(self, handle: TextureBuffer) -> None:
+        if self._egl.handle is not None:
+            self._current()
+            handle.release()
+
+    def _write(self, handle: TextureBuffer, data: Any) -> None:
+        self._current()
+        write_words(handle, self.layout, data)
+
+    def _read(self, handle: TextureBuffer, nbytes: int) -> Any:
+        return read_words(self._current(), self.reader, handle, self.layout, nbytes)
+
+    # -- kernels ------------------------------------------------------------------------
+    def renderer(self, plan: SlotPlan) -> GLSLRenderer:
+        return GLSLRenderer(self.storage_dtype, self.layout, plan.slots())
+
+    def compile(self, kernel: ir.KernelIR) -> WebGLProgram:
+        cached = self._programs.get(kernel.key)
+        if cached is not None:
+            return cached
+        ctx = self._current()
+        plan = plan_slots(kernel, self.texture_units, self.layout)
+        source = self.renderer(plan).render(kernel)
+        dump.write(self.name, kernel, source, "frag")
+        if kernel.size > self.layout.max_words:
+            raise KernelCompileError(
+                f"webgl: {kernel.name} has {kernel.size} output elements, more than one "
+                f"texture holds ({self.layout.max_words})"
+            )
+        try:
+            program = ctx.program(vertex_shader=VERTEX_SHADER, fragment_shader=source)
+        except Exception as exc:  # moderngl.Error carries the GLSL compiler's log
+            raise KernelCompileError(
+                f"webgl: the GLSL ES shader of {kernel.name} ({kernel.source}) failed to "
+                f"compile:\n{exc}\n--- source ---\n{source}"
+            ) from exc
+        units = {f"sp_tex{u}": u for u, _ in plan.slots().values()}
+        for uniform, unit in units.items():
+            if uniform in program:  # unused inputs are optimised away
+                program[uniform] = unit
+        compiled = WebGLProgram(kernel, source, program, ctx.vertex_array(program, []), plan)
+        self._programs[kernel.key] = compiled
+        return compiled
+
+    def launch(self, program: WebGLProgram, output: Buffer, inputs: Sequence[Buffer]) -> None:
+        import moderngl
+
+        ctx = self._current()
+        k, plan = program.kernel, program.plan
+        if len(inputs) != len(k.inputs):
+            raise BackendError(f"webgl: {k.name} takes {len(k.inputs)} inputs, got {len(inputs)}")
+        for buffer, spec in zip((output, *inputs), (k.output, *k.inputs), strict=True):
+            if buffer.nbytes < spec.size * 4:
+                raise InvalidInputError(
+                    f"webgl: {k.name} needs {spec.size} words for {spec.name!r}; its buffer "
+                    f"holds {buffer.nbytes} bytes"
+                )
+        handles: list[TextureBuffer] = [b.handle for b in inputs]
+        if plan.packed:
+            self._pack_inputs(plan, handles)
+        for unit, slot in enumerate(plan.direct):
+            handles[slot].texture.use(unit)
+        target: TextureBuffer = output.handle
+        # Sampling the texture being rendered into is a feedback loop (undefined in GL):
+        # render into a fresh texture and swap it in.
+        aliased = any(h is target for h in handles)
+        if aliased:
+            target = TextureBuffer(ctx, self.layout, target.rows * self.layout.width)
+        framebuffer = target.framebuffer(ctx)
+        framebuffer.use()
+        framebuffer.viewport = (0, 0, self.layout.width, self.layout.rows(k.size))
+        program.vao.render(mode=moderngl.TRIANGLES, vertices=3)
+        if aliased:
+            output.handle.swap(target)
+            target.release()
+
+    def _pack_inputs(self, plan: SlotPlan, handles: list[TextureBuffer]) -> None:
+        ctx = self.ctx
+        if self._packer is None:
+            self._packer = Packer(ctx, self.layout)
+        rows = self.layout.rows(plan.pack_words)
+        if self._pack is None or self._pack.rows < rows:
+            if self._pack is not None:
+                self._pack.release()
+            self._pack = TextureBuffer(ctx, self.layout, plan.pack_words)
+        self._packer.pack(plan, handles, self._pack)
+        self._pack.texture.use(plan.pack_unit)
+
+    def synchronize(self) -> None:
+        self._current().finish()
+
+    def close(self) -> None:
+        if self._egl.handle is None:
+            return
+        self._current()
+        super().close()
+        for compiled in self._programs.values():
+            compiled.vao.release()
+            compiled.program.release()
+        self._programs.clear()
+        if self._packer is not None:
+            self._packer.release()
+        if self._pack is not None:
+            self._pack.release()
+        self.ctx.release()
+        self._egl.release()

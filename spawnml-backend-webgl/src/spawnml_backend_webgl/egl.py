@@ -165,6 +165,10 @@ class EGLContext:
         if not self._egl.eglMakeCurrent(self.display, None, None, self.handle):
             raise _fail("eglMakeCurrent")
 
+    def is_current(self) -> bool:
+        """Whether this context is bound to the calling thread."""
+        return self.handle is not None and self._egl.eglGetCurrentContext() == self.handle
+
     def __enter__(self) -> EGLContext:
         egl = self._egl
         self._saved.append(

@@ -1,21 +1,267 @@
-"""The webgpu backend: WGSL compute shaders on a WebGPU adapter through wgpu-py."""
+"""The webgpu backend: WGSL compute shaders on a WebGPU adapter through wgpu-py.
+
+Launches are recorded into one open command encoder and submitted together; the host waits
+only when it reads a buffer (or calls ``synchronize``). ``queue.write_buffer`` runs at its
+place on the queue timeline, so every write first submits the open batch it must follow.
+"""
 
 from __future__ import annotations
 
-from spawnml.backend import BackendInfo
-from spawnml.pending import PendingRuntime
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
+
+from spawnml.backend import Backend, BackendInfo, Buffer, Capabilities
+from spawnml.dtypes import DType
+from spawnml.errors import BackendError, InvalidInputError, KernelCompileError
+from spawnml.kernel import dump
+from spawnml.kernel.ir import KernelIR
+
+from .device import DeviceContext, context_for, shared_context
+from .layout import Binding, Layout, plan
 from .probe import probe
+from .renderer import WGSLRenderer
+
+MAX_BATCH = 512  # launches per submission; bounds what one submit holds alive
 
 
-class WebGPUBackend(PendingRuntime):
+@dataclass(frozen=True)
+class Program:
+    """A compiled kernel: its pipeline, binding layout and dispatch grid."""
+
+    name: str
+    pipeline: Any
+    bind_group_layout: Any
+    layout: Layout
+    n_inputs: int
+    source: str
+
+
+class WebGPUBackend(Backend):
     """WGSL compute shaders on a WebGPU adapter through wgpu-py."""
 
     name = "webgpu"
-    # The probe is real; the runtime (buffers, compile, launch) is issue #5. Until then
-    # constructing this class raises BackendUnavailableError saying so, instead of faking.
-    runtime_issue = "issue #5"
 
     @classmethod
     def probe(cls) -> BackendInfo:
         return probe()
+
+    def __init__(
+        self,
+        device: Any = None,
+        *,
+        power_preference: str = "high-performance",
+        native_f16: bool | None = None,
+    ) -> None:
+        """Compute on ``device`` (a ``wgpu.GPUDevice`` the application made) or on the
+        process-wide device; ``native_f16=False`` stores float16 as f32 even where the
+        adapter offers shader-f16."""
+        import wgpu
+
+        self._wgpu = wgpu
+        self.ctx: DeviceContext = context_for(device) if device is not None else shared_context(
+            power_preference
+        )
+        self.native_f16 = self.ctx.f16 if native_f16 is None else (native_f16 and self.ctx.f16)
+        limits = self.ctx.limits
+        self.max_binding = int(limits["max-storage-buffer-binding-size"])
+        dtypes = {DType.float32, DType.int32, DType.uint32}
+        if self.native_f16:
+            dtypes.add(DType.float16)
+        self._caps = Capabilities(
+            dtypes=frozenset(dtypes),
+            float16_arithmetic=self.native_f16,
+            max_buffer_bytes=min(int(limits["max-buffer-size"]), self.max_binding),
+            max_kernel_inputs=1 << 16,  # beyond the per-stage limit inputs are packed
+            extras={
+                "adapter": self.ctx.adapter_summary,
+                "max_storage_buffers_per_shader_stage":
+                    int(limits["max-storage-buffers-per-shader-stage"]),
+                "max_compute_workgroups_per_dimension":
+                    int(limits["max-compute-workgroups-per-dimension"]),
+                "shader_f16": self.ctx.f16,
+            },
+        )
+        self._programs: dict[str, Program] = {}
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self._caps
+
+    # ------------------------------------------------------------------ raw memory
+    def _allocate(self, nbytes: int) -> Any:
+        usage = self._wgpu.BufferUsage
+        return self.ctx.device.create_buffer(
+            size=nbytes, usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST
+        )
+
+    def _release(self, handle: Any) -> None:
+        with self.ctx.lock:
+            if self.ctx.encoder is not None:  # still referenced by the open batch
+                self.ctx.keep_alive.append(handle)
+            else:
+                handle.destroy()
+
+    def _write(self, handle: Any, data: np.ndarray) -> None:
+        raw = data.reshape(-1).view(np.uint8)
+        if raw.nbytes % 4:  # WebGPU writes whole 4-byte words
+            raw = np.concatenate([raw, np.zeros(4 - raw.nbytes % 4, np.uint8)])
+        with self.ctx.lock:
+            self._submit()
+            self.ctx.device.queue.write_buffer(handle, 0, raw)
+
+    def _read(self, handle: Any, nbytes: int) -> np.ndarray:
+        with self.ctx.lock:
+            self._submit()
+            size = -(-nbytes // 4) * 4
+            view = self.ctx.device.queue.read_buffer(handle, 0, size)
+        return np.frombuffer(view, np.uint8, count=nbytes).copy()
+
+    # ------------------------------------------------------------------ kernels
+    def renderer(self, layout: Layout) -> WGSLRenderer:
+        return WGSLRenderer(self.storage_dtype, layout, f16_arithmetic=self.native_f16)
+
+    def compile(self, kernel: KernelIR) -> Program:
+        program = self._programs.get(kernel.key)
+        if program is not None:
+            return program
+        limits = self.ctx.limits
+        layout = plan(
+            kernel,
+            self.storage_dtype,
+            int(limits["max-storage-buffers-per-shader-stage"]),
+            int(limits["max-compute-workgroups-per-dimension"]),
+        )
+        for binding in layout.inputs:
+            self._check_binding(kernel.name, binding.nbytes)
+        source = self.renderer(layout).render(kernel)
+        dump.write(self.name, kernel, source, "wgsl")
+        # Pipelines are shared by every backend on the device (same source, same layout).
+        cache_key = f"{kernel.key}/{self.native_f16}"
+        with self.ctx.lock:
+            cached = self.ctx.pipelines.get(cache_key)
+            if cached is None:
+                cached = self.ctx.pipelines[cache_key] = self._pipeline(kernel, layout, source)
+        program = Program(kernel.name, *cached, layout, len(kernel.inputs), source)
+        self._programs[kernel.key] = program
+        return program
+
+    def _pipeline(self, kernel: KernelIR, layout: Layout, source: str) -> tuple[Any, Any]:
+        wgpu = self._wgpu
+        device = self.ctx.device
+        entries = [
+            {"binding": n, "visibility": wgpu.ShaderStage.COMPUTE,
+             "buffer": {"type": wgpu.BufferBindingType.read_only_storage}}
+            for n in range(len(layout.inputs))
+        ]
+        entries.append({"binding": len(layout.inputs), "visibility": wgpu.ShaderStage.COMPUTE,
+                        "buffer": {"type": wgpu.BufferBindingType.storage}})
+        try:
+            module = device.create_shader_module(code=source, label=kernel.key)
+            bgl = device.create_bind_group_layout(entries=entries)
+            pipeline = device.create_compute_pipeline(
+                layout=device.create_pipeline_layout(bind_group_layouts=[bgl]),
+                compute={"module": module, "entry_point": "main"},
+                label=kernel.key,
+            )
+        except wgpu.GPUError as exc:
+            raise KernelCompileError(
+                f"webgpu: kernel {kernel.name} ({kernel.source}) did not compile:\n{exc}\n"
+                f"--- WGSL ---\n{source}"
+            ) from None
+        return pipeline, bgl
+
+    def _check_binding(self, what: str, nbytes: int) -> None:
+        if nbytes > self.max_binding:
+            raise BackendError(
+                f"webgpu: {what} binds {nbytes} bytes, above this device's "
+                f"maxStorageBufferBindingSize of {self.max_binding} bytes"
+            )
+
+    def launch(self, program: Program, output: Buffer, inputs: Sequence[Buffer]) -> None:
+        if len(inputs) != program.n_inputs:
+            raise InvalidInputError(
+                f"webgpu: kernel {program.name} takes {program.n_inputs} inputs, got {len(inputs)}"
+            )
+        with self.ctx.lock:
+            encoder = self._encoder()
+            scratch: list[tuple[Any, int]] = []
+            resources = [
+                self._input_resource(encoder, binding, inputs, output, scratch)
+                for binding in program.layout.inputs
+            ]
+            resources.append(output.handle)
+            bind_group = self.ctx.device.create_bind_group(
+                layout=program.bind_group_layout,
+                entries=[
+                    {"binding": n, "resource": {"buffer": buf, "offset": 0,
+                                                "size": min(buf.size, self.max_binding)}}
+                    for n, buf in enumerate(resources)
+                ],
+            )
+            cpass = encoder.begin_compute_pass()
+            cpass.set_pipeline(program.pipeline)
+            cpass.set_bind_group(0, bind_group)
+            cpass.dispatch_workgroups(*program.layout.grid)
+            cpass.end()
+            # Scratch goes back to the pool now: its next use is ordered after this batch.
+            for handle, size_class in scratch:
+                self.pool.give_back(handle, size_class)
+            self.ctx.launches += 1
+            if self.ctx.launches >= MAX_BATCH:
+                self._submit()
+
+    def _input_resource(
+        self,
+        encoder: Any,
+        binding: Binding,
+        inputs: Sequence[Buffer],
+        output: Buffer,
+        scratch: list[tuple[Any, int]],
+    ) -> Any:
+        """The buffer bound for one input binding: the input itself, or a scratch copy when
+        inputs are packed or the input is the output buffer (WebGPU forbids that aliasing)."""
+        if not binding.packed:
+            handle = inputs[binding.members[0].input].handle
+            if handle is not output.handle:
+                return handle
+        handle, size_class = self.pool.acquire(max(binding.nbytes, 4))
+        scratch.append((handle, size_class))
+        for m in binding.members:
+            if m.copy_bytes:
+                encoder.copy_buffer_to_buffer(
+                    inputs[m.input].handle, 0, handle, m.byte_offset, m.copy_bytes
+                )
+        return handle
+
+    # ------------------------------------------------------------------ batching
+    def _encoder(self) -> Any:
+        if self.ctx.encoder is None:
+            self.ctx.encoder = self.ctx.device.create_command_encoder()
+        return self.ctx.encoder
+
+    def _submit(self) -> None:
+        """Submit the open batch without waiting for it."""
+        ctx = self.ctx
+        if ctx.encoder is not None:
+            ctx.device.queue.submit([ctx.encoder.finish()])
+            ctx.encoder, ctx.launches = None, 0
+        for handle in ctx.keep_alive:  # destroying after submit is safe in WebGPU
+            handle.destroy()
+        ctx.keep_alive.clear()
+
+    def synchronize(self) -> None:
+        with self.ctx.lock:
+            self._submit()
+            # wgpu-py 0.32's on_submitted_work_done_sync() fails with a ctypes signature
+            # mismatch (TypeError) against its wgpu-native. A read of a 4-byte buffer waits
+            # too: its copy is queued after, so finishes after, all submitted work.
+            if self.ctx.fence is None:
+                self.ctx.fence = self._allocate(4)
+            self.ctx.device.queue.read_buffer(self.ctx.fence, 0, 4)
+
+    def close(self) -> None:
+        self.synchronize()
+        super().close()

@@ -26,7 +26,6 @@ _SOFTWARE_DEVICE_MARKERS = (
     "swiftshader",
     "pocl",
     "microsoft basic render",
-    "warp",
 )
 
 

@@ -63,6 +63,10 @@ class CStyleRenderer(Renderer):
     gid_name: ClassVar[str] = "gid"
     out_name: ClassVar[str] = "out"
     ternary: ClassVar[bool] = True  # False: select() function instead of ?:
+    f16_arithmetic: bool = True
+    """False: the target computes f16 as f32 and rounds with ``round_f16`` on every cast to
+    f16 and on storing an f16 value into f32 storage (docs/kernels.md). Set per instance
+    by renderers whose device decides it."""
 
     # ------------------------------------------------------------------ intrinsic support
     def is_native(self, fn: str, t: ScalarType) -> bool:
@@ -79,7 +83,24 @@ class CStyleRenderer(Renderer):
 
     # ------------------------------------------------------------------ names and types
     def type_name(self, t: ScalarType) -> str:
+        if t == ScalarType.f16 and not self.f16_arithmetic:
+            t = ScalarType.f32
         return self.type_names[t]
+
+    def uses_f16(self, k: ir.KernelIR) -> bool:
+        """Whether the kernel stores or computes f16 (targets add an extension or helpers)."""
+        specs = (*k.inputs, k.output)
+        return any(self.storage_dtype(b.dtype) is DType.float16 for b in specs) or any(
+            e.type == ScalarType.f16 for e in ir.all_exprs(k.body)
+        )
+
+    def round_f16(self, x: str) -> str:  # pragma: no cover - per target, when f16 is emulated
+        """``x`` (an f32 expression) rounded to the nearest f16 value, still as f32."""
+        raise NotImplementedError(f"{self.name}: round_f16")
+
+    def var_name(self, name: str) -> str:
+        """The target's spelling of an IR variable (override to avoid reserved identifiers)."""
+        return name
 
     def input_name(self, k: ir.KernelIR, i: int) -> str:
         return f"in_{k.inputs[i].name}"
@@ -110,6 +131,8 @@ class CStyleRenderer(Renderer):
         return text
 
     def float_literal(self, v: float, t: ScalarType) -> str:
+        if t == ScalarType.f16 and not self.f16_arithmetic:
+            return self.float_literal(float(np.float16(v)), ScalarType.f32)  # exact in f32
         if math.isnan(v):
             return self.special_float("nan", t)
         if math.isinf(v):
@@ -146,6 +169,8 @@ class CStyleRenderer(Renderer):
         return f"(({self.type_name(t)})({text}))"
 
     def to_storage(self, value: str, t: ScalarType, storage: DType) -> str:
+        if t == ScalarType.f16 and not self.f16_arithmetic and storage is DType.float32:
+            return self.round_f16(value)
         if self.storage_names[storage] == self.type_name(t):
             return value
         return f"(({self.storage_names[storage]})({value}))"
@@ -161,7 +186,7 @@ class CStyleRenderer(Renderer):
             text = self.literal(e.value, e.type)
             return text, PREC_UNARY if text.startswith("-") else PREC_ATOM
         if isinstance(e, ir.Var):
-            return e.name, PREC_ATOM
+            return self.var_name(e.name), PREC_ATOM
         if isinstance(e, ir.GlobalIndex):
             return self.gid_name, PREC_ATOM
         if isinstance(e, ir.Load):
@@ -177,7 +202,10 @@ class CStyleRenderer(Renderer):
             text = self.select_text(c, a, b, e.type)
             return text, PREC_ATOM
         if isinstance(e, ir.Cast):
-            return self.cast_text(self.text(e.x), e.x.type, e.type), PREC_ATOM
+            text = self.cast_text(self.text(e.x), e.x.type, e.type)
+            if e.type == ScalarType.f16 and not self.f16_arithmetic:
+                text = self.round_f16(text)
+            return text, PREC_ATOM
         if isinstance(e, ir.Bitcast):
             return self.bitcast_text(self.text(e.x), e.x.type, e.type), PREC_ATOM
         if isinstance(e, ir.Call):
@@ -209,13 +237,13 @@ class CStyleRenderer(Renderer):
 
     # ------------------------------------------------------------------ statements
     def var_decl(self, v: ir.Var) -> str:
-        return f"{self.type_name(v.type)} {v.name} = {self.literal(0, v.type)};"
+        return f"{self.type_name(v.type)} {self.var_name(v.name)} = {self.literal(0, v.type)};"
 
     def assign(self, var: ir.Var, value: str) -> str:
-        return f"{var.name} = {value};"
+        return f"{self.var_name(var.name)} = {value};"
 
     def for_header(self, s: ir.For) -> str:
-        v = s.var.name
+        v = self.var_name(s.var.name)
         cmp = "<" if s.step > 0 else ">"
         step = f"{v} += {s.step}" if s.step > 0 else f"{v} -= {-s.step}"
         return f"for ({v} = {self.text(s.start)}; {v} {cmp} {self.text(s.stop)}; {step}) {{"
@@ -235,7 +263,8 @@ class CStyleRenderer(Renderer):
             if isinstance(s, ir.Assign):
                 lines.append(pad + self.assign(s.var, self.text(s.value)))
             elif isinstance(s, ir.Return):
-                lines += [pad + x for x in self.return_stmt(self.text(s.value), s.value.type, in_function)]
+                value = self.text(s.value)
+                lines += [pad + x for x in self.return_stmt(value, s.value.type, in_function)]
             elif isinstance(s, ir.If):
                 lines.append(pad + self.if_header(self.text(s.cond)))
                 lines += self.block(s.then, depth + 1, in_function)
@@ -255,7 +284,7 @@ class CStyleRenderer(Renderer):
     prelude: ClassVar[str] = ""
 
     def function_header(self, f: ir.Function) -> str:
-        params = ", ".join(f"{self.type_name(p.type)} {p.name}" for p in f.params)
+        params = ", ".join(f"{self.type_name(p.type)} {self.var_name(p.name)}" for p in f.params)
         return f"{self.type_name(f.ret)} {f.name}({params}) {{"
 
     def function_epilogue(self, f: ir.Function) -> list[str]:

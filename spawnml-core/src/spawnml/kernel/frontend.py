@@ -84,7 +84,9 @@ class _Source:
     def loc(self, node: ast.AST) -> Location:
         return Location(self.name, self.file, self.line(node))
 
-    def error(self, node: ast.AST, message: str, cls: type[Exception] = KernelSyntaxError) -> Exception:
+    def error(
+        self, node: ast.AST, message: str, cls: type[Exception] = KernelSyntaxError
+    ) -> Exception:
         return cls(f"{self.what} {self.name!r} ({self.file}:{self.line(node)}): {message}")
 
     def lookup_global(self, name: str) -> tuple[bool, Any]:
@@ -100,7 +102,7 @@ class _Source:
             return True, self.fn.__globals__[name]
         builtins = self.fn.__globals__.get("__builtins__")
         table = builtins if isinstance(builtins, dict) else getattr(builtins, "__dict__", {})
-        if name in table and name in ("min", "max", "abs", "range", "len", "float", "int", "bool"):
+        if name in table:
             return True, table[name]
         return False, None
 
@@ -127,11 +129,18 @@ class _SyntaxChecker(ast.NodeVisitor):
     def check(self) -> None:
         fn = self.src.tree
         if fn.args.vararg or fn.args.kwarg or fn.args.kwonlyargs or fn.args.posonlyargs:
-            self.fail(fn, "*args, **kwargs and keyword-only parameters are not allowed; "
-                      "list every parameter explicitly")
+            self.fail(
+                fn,
+                "*args, **kwargs and keyword-only parameters are not allowed; "
+                "list every parameter explicitly",
+            )
         body = fn.body
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                and isinstance(body[0].value.value, str):
+        if (
+            body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             body = body[1:]  # docstring
         if not body:
             self.fail(fn, "the body is empty; a kernel must return the output element's value")
@@ -144,8 +153,11 @@ class _SyntaxChecker(ast.NodeVisitor):
         for i, stmt in enumerate(body):
             last = tail and i == len(body) - 1
             if isinstance(stmt, ast.Return) and not last:
-                self.fail(stmt, "a helper may only return at its end (or at the end of both "
-                          "branches of a final if/else)")
+                self.fail(
+                    stmt,
+                    "a helper may only return at its end (or at the end of both "
+                    "branches of a final if/else)",
+                )
             if isinstance(stmt, ast.If):
                 self._check_tail_returns(stmt.body, last)
                 self._check_tail_returns(stmt.orelse, last)
@@ -157,7 +169,7 @@ class _SyntaxChecker(ast.NodeVisitor):
         name = type(node).__name__
         hints = {
             "While": "while loops are not part of the kernel language; use 'for i in range(...)' "
-                     "with a bound",
+            "with a bound",
             "Break": "break is not allowed; return early or guard the loop body with if",
             "Continue": "continue is not allowed; guard the rest of the loop body with if",
             "FunctionDef": "nested functions are not allowed; define a module-level @helper",
@@ -190,8 +202,11 @@ class _SyntaxChecker(ast.NodeVisitor):
         pass
 
     def visit_Expr(self, node: ast.Expr) -> None:
-        self.fail(node, "an expression statement has no effect in a kernel (kernels cannot call "
-                  "functions for side effects)")
+        self.fail(
+            node,
+            "an expression statement has no effect in a kernel (kernels cannot call "
+            "functions for side effects)",
+        )
 
     def _check_target(self, target: ast.expr) -> None:
         if isinstance(target, ast.Name):
@@ -203,8 +218,11 @@ class _SyntaxChecker(ast.NodeVisitor):
                 self._check_target(elt)
             return
         if isinstance(target, ast.Subscript):
-            self.fail(target, "scatter writes (assigning to a tensor element) are not allowed; "
-                      "kernels are gather-style: return the output element's value instead")
+            self.fail(
+                target,
+                "scatter writes (assigning to a tensor element) are not allowed; "
+                "kernels are gather-style: return the output element's value instead",
+            )
         if isinstance(target, ast.Attribute):
             self.fail(target, "assigning to an attribute is not allowed in kernels")
         self.fail(target, f"cannot assign to '{type(target).__name__}'")
@@ -234,8 +252,11 @@ class _SyntaxChecker(ast.NodeVisitor):
         if not isinstance(node.target, ast.Name):
             self.fail(node.target, "the loop variable must be a single name")
         it = node.iter
-        is_range = isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and \
-            it.func.id in ("range", "static_range")
+        is_range = (
+            isinstance(it, ast.Call)
+            and isinstance(it.func, ast.Name)
+            and it.func.id in ("range", "static_range")
+        )
         if is_range:
             if not 1 <= len(it.args) <= 3 or it.keywords:
                 self.fail(it, "range() takes 1 to 3 positional arguments")
@@ -271,8 +292,10 @@ class _SyntaxChecker(ast.NodeVisitor):
     def visit_Compare(self, node: ast.Compare) -> None:
         for op in node.ops:
             if isinstance(op, ast.Is | ast.IsNot | ast.In | ast.NotIn):
-                self.fail(node, f"'{type(op).__name__}' comparisons are not allowed; "
-                          "use ==, !=, <, <=, >, >=")
+                self.fail(
+                    node,
+                    f"'{type(op).__name__}' comparisons are not allowed; use ==, !=, <, <=, >, >=",
+                )
         self.visit(node.left)
         for c in node.comparators:
             self.visit(c)
@@ -284,7 +307,9 @@ class _SyntaxChecker(ast.NodeVisitor):
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if not isinstance(node.value, bool | int | float):
-            self.fail(node, f"constant {node.value!r} is not allowed; kernels use numbers and bools")
+            self.fail(
+                node, f"constant {node.value!r} is not allowed; kernels use numbers and bools"
+            )
 
     def visit_Name(self, node: ast.Name) -> None:
         pass
@@ -312,13 +337,19 @@ class _SyntaxChecker(ast.NodeVisitor):
             kind = self.kinds[base.id]
             allowed = _ALLOWED_ATTRS.get(kind)
             if allowed is not None and node.attr not in allowed:
-                self.fail(node, f"{base.id}.{node.attr} does not exist; a {kind} has "
-                          f"{', '.join(sorted(allowed))}")
+                self.fail(
+                    node,
+                    f"{base.id}.{node.attr} does not exist; a {kind} has "
+                    f"{', '.join(sorted(allowed))}",
+                )
             return
         if isinstance(base, ast.Name):
             return  # a helper's parameter or a module-level constant: checked at specialisation
-        self.fail(node, f"attribute access '.{node.attr}' is only allowed on tensors, the "
-                  "output and the math module")
+        self.fail(
+            node,
+            f"attribute access '.{node.attr}' is only allowed on tensors, the "
+            "output and the math module",
+        )
 
     def visit_Call(self, node: ast.Call) -> None:
         if node.keywords:
@@ -326,26 +357,40 @@ class _SyntaxChecker(ast.NodeVisitor):
         func = node.func
         if isinstance(func, ast.Attribute):
             if not (isinstance(func.value, ast.Name) and func.value.id == "math"):
-                self.fail(node, "method calls are not allowed; only intrinsics, math.<fn> and "
-                          "@helper functions can be called")
+                self.fail(
+                    node,
+                    "method calls are not allowed; only intrinsics, math.<fn> and "
+                    "@helper functions can be called",
+                )
             self.visit_Attribute(func)
         elif isinstance(func, ast.Name):
             name = func.id
             if name in ("range", "static_range"):
                 self.fail(node, f"{name}() may only appear as a for-loop iterable")
-            internal = name in ("_rawdiv", "_rawmod") and self.src.fn.__module__ == "spawnml.kernel.polyfills"
+            internal = (
+                name in ("_rawdiv", "_rawmod")
+                and self.src.fn.__module__ == "spawnml.kernel.polyfills"
+            )
             if name not in INTRINSICS and name not in SPECIAL_CALLS and not internal:
                 found, value = self.src.lookup_global(name)
                 if found and not isinstance(value, Helper | Kernel):
-                    self.fail(node, f"call of {name!r} ({type(value).__name__}): only intrinsics "
-                              f"and @helper functions can be called; allowed intrinsics: "
-                              f"{', '.join(sorted(INTRINSICS))}, cast, bitcast")
+                    self.fail(
+                        node,
+                        f"call of {name!r} ({type(value).__name__}): only intrinsics "
+                        f"and @helper functions can be called; allowed intrinsics: "
+                        f"{', '.join(sorted(INTRINSICS))}, cast, bitcast",
+                    )
                 if found and isinstance(value, Kernel):
                     self.fail(node, f"{name!r} is a @kernel; call @helper functions instead")
         else:
             self.fail(node, "only named functions can be called")
-        if isinstance(func, ast.Name) and func.id == "float" and len(node.args) == 1 \
-                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+        if (
+            isinstance(func, ast.Name)
+            and func.id == "float"
+            and len(node.args) == 1
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             return  # float("nan") / float("inf"): checked at specialisation
         for arg in node.args:
             self.visit(arg)
@@ -359,7 +404,9 @@ def _param_kind(src: _Source, param: inspect.Parameter) -> str:
         return "output"
     if ann in (int, float, bool, tuple) or ann in ("int", "float", "bool", "tuple"):
         return "const"
-    if getattr(ann, "__origin__", None) is tuple or (isinstance(ann, str) and ann.startswith("tuple")):
+    if getattr(ann, "__origin__", None) is tuple or (
+        isinstance(ann, str) and ann.startswith("tuple")
+    ):
         return "const"
     node = next((a for a in src.tree.args.args if a.arg == param.name), src.tree)
     found = "no annotation" if ann is inspect.Parameter.empty else f"annotation {ann!r}"

@@ -80,7 +80,9 @@ _TABLE: list[tuple[str, int, str, str, str]] = [
 INTRINSICS: dict[str, Intrinsic] = {row[0]: Intrinsic(*row) for row in _TABLE}
 
 # Names a kernel may call that are handled by the front end rather than the table.
-SPECIAL_CALLS = frozenset({"cast", "cast_like", "bitcast", "range", "static_range", "len", "float", "int", "bool"})
+SPECIAL_CALLS = frozenset(
+    {"cast", "cast_like", "bitcast", "range", "static_range", "len", "float", "int", "bool"}
+)
 
 
 def _marker(name: str) -> Callable[..., object]:

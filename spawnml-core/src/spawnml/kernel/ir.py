@@ -195,7 +195,9 @@ class KernelIR:
         return self.output.size
 
     def fingerprint(self) -> str:
-        return hashlib.sha256(repr((self.name, self.inputs, self.output, self.locals, self.body)).encode()).hexdigest()[:16]
+        return hashlib.sha256(
+            repr((self.name, self.inputs, self.output, self.locals, self.body)).encode()
+        ).hexdigest()[:16]
 
 
 # ----------------------------------------------------------------------------- traversal

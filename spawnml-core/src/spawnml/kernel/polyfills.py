@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from . import ir
-from .frontend import Helper, cast_like, helper  # noqa: F401  (cast_like used in kernels)
-from .types import ScalarType, u32  # noqa: F401  (u32 is used inside kernels)
+from .frontend import Helper, cast_like, helper
+from .types import ScalarType, u32
 
 # fmt: off
 # ruff: noqa: F821  (intrinsics such as exp, isnan, _rawdiv are resolved by the kernel front end)
@@ -229,3 +229,6 @@ def required_functions(
 
     visit(body)
     return list(done.values())
+
+
+from . import polyfills_math  # noqa: E402,F401  (registers the transcendental polyfills)

@@ -21,7 +21,7 @@ import numpy as np
 from ..dtypes import DType, dtype as as_dtype
 from ..errors import InvalidInputError, KernelSyntaxError, KernelTypeError
 from . import ir
-from .frontend import Helper, Kernel, TensorSpec, _Source
+from .frontend import Helper, Kernel, _Source
 from .intrinsics import INTRINSICS
 from .types import ScalarType, compute_type, scalar_type_of
 
@@ -90,8 +90,14 @@ class _Scope:
 
 
 class _Specializer:
-    def __init__(self, k: Kernel, inputs: list[ir.BufferSpec], output: ir.BufferSpec,
-                 consts: dict[str, Any], runtime_names: set[str]) -> None:
+    def __init__(
+        self,
+        k: Kernel,
+        inputs: list[ir.BufferSpec],
+        output: ir.BufferSpec,
+        consts: dict[str, Any],
+        runtime_names: set[str],
+    ) -> None:
         self.kernel = k
         self.inputs = inputs
         self.output = output
@@ -154,8 +160,11 @@ class _Specializer:
         """A compile-time scalar as a typed constant (or check a runtime value)."""
         if isinstance(v, ir.Expr):
             if want is not None and v.type != want:
-                raise self.err(node, f"expected a value of type {want}, found {v.type}; "
-                               f"convert with cast(value, {want})")
+                raise self.err(
+                    node,
+                    f"expected a value of type {want}, found {v.type}; "
+                    f"convert with cast(value, {want})",
+                )
             return v
         if not _is_const(v):
             raise self.err(node, f"{_describe(v)} is not a scalar value")
@@ -170,15 +179,21 @@ class _Specializer:
                 raise self.err(node, "expected a bool, found an integer; compare explicitly")
             if t.is_float:
                 return ir.Const(t, float(v))
-            lo, hi = {ScalarType.i32: _I32, ScalarType.u32: (0, 2**32 - 1),
-                      ScalarType.i64: (-(2**63), 2**63 - 1)}[t]
+            lo, hi = {
+                ScalarType.i32: _I32,
+                ScalarType.u32: (0, 2**32 - 1),
+                ScalarType.i64: (-(2**63), 2**63 - 1),
+            }[t]
             if not lo <= v <= hi:
                 raise self.err(node, f"integer constant {v} does not fit in {t}")
             return ir.Const(t, v)
         t = want or ScalarType.f32
         if not t.is_float:
-            raise self.err(node, f"expected {t}, found the float constant {v!r}; cast explicitly "
-                           "or use an integer literal")
+            raise self.err(
+                node,
+                f"expected {t}, found the float constant {v!r}; cast explicitly "
+                "or use an integer literal",
+            )
         return ir.Const(t, float(v))
 
     def unify(self, a: Any, b: Any, node: ast.AST, what: str) -> tuple[ir.Expr, ir.Expr]:
@@ -191,8 +206,11 @@ class _Specializer:
         if tb is None:
             return a, self.materialize(b, node, ta)
         if ta != tb:
-            raise self.err(node, f"operands of {what} have types {ta} and {tb}; convert one "
-                           f"explicitly, e.g. cast(x, {ta})")
+            raise self.err(
+                node,
+                f"operands of {what} have types {ta} and {tb}; convert one "
+                f"explicitly, e.g. cast(x, {ta})",
+            )
         return a, b
 
     def is_nonneg(self, e: ir.Expr) -> bool:
@@ -210,7 +228,11 @@ class _Specializer:
             if e.fn == "max":
                 return any(self.is_nonneg(a) for a in e.args)
             return all(self.is_nonneg(a) for a in e.args)
-        if isinstance(e, ir.Cast) and isinstance(e.x.type, ScalarType) and e.x.type == ScalarType.bool:
+        if (
+            isinstance(e, ir.Cast)
+            and isinstance(e.x.type, ScalarType)
+            and e.x.type == ScalarType.bool
+        ):
             return True
         return False
 
@@ -229,7 +251,9 @@ class _Specializer:
         prologue = [s for s in self._index_prologue()]
         used = {e.name for e in ir.all_exprs(tuple(stmts)) if isinstance(e, ir.Var)}
         prologue = [s for s in prologue if s.var.name in used]
-        keep = used | {s.var.name for s in ir.walk_stmts(tuple(stmts)) if isinstance(s, ir.Assign | ir.For)}
+        keep = used | {
+            s.var.name for s in ir.walk_stmts(tuple(stmts)) if isinstance(s, ir.Assign | ir.For)
+        }
         local_vars = tuple(v for n, v in self.locals.items() if n in keep)
         return local_vars, tuple(prologue + stmts)
 
@@ -261,12 +285,17 @@ class _Specializer:
     def block(self, stmts: Sequence[ast.stmt]) -> None:
         for s in stmts:
             self.stmt(s)
+            if not self.helper_stack and _always_returns(self.blocks[-1][-1:]):
+                return  # the rest of the block is unreachable
 
     def stmt(self, node: ast.stmt) -> None:
         method = getattr(self, f"stmt_{type(node).__name__}", None)
         if method is None:
-            raise self.err(node, f"'{type(node).__name__}' is not part of the kernel language",
-                           KernelSyntaxError)
+            raise self.err(
+                node,
+                f"'{type(node).__name__}' is not part of the kernel language",
+                KernelSyntaxError,
+            )
         method(node)
 
     def stmt_Pass(self, node: ast.Pass) -> None:
@@ -285,11 +314,15 @@ class _Specializer:
     def assign_target(self, target: ast.expr, value: Any, node: ast.AST) -> None:
         if isinstance(target, ast.Tuple):
             if not isinstance(value, tuple):
-                raise self.err(node, f"cannot unpack {_describe(value)}; only tuples "
-                               "(out.index, x.shape, (a, b)) can be unpacked")
+                raise self.err(
+                    node,
+                    f"cannot unpack {_describe(value)}; only tuples "
+                    "(out.index, x.shape, (a, b)) can be unpacked",
+                )
             if len(value) != len(target.elts):
-                raise self.err(node, f"cannot unpack {len(value)} values into "
-                               f"{len(target.elts)} names")
+                raise self.err(
+                    node, f"cannot unpack {len(value)} values into {len(target.elts)} names"
+                )
             for t, v in zip(target.elts, value):
                 self.assign_target(t, v, node)
             return
@@ -308,8 +341,10 @@ class _Specializer:
         scalar = isinstance(value, ir.Expr) or _is_const(value)
         if not scalar:
             if self.depth > 0 and (name in env):
-                raise self.err(node, f"cannot rebind {name!r} to {_describe(value)} inside a "
-                               "runtime loop or branch")
+                raise self.err(
+                    node,
+                    f"cannot rebind {name!r} to {_describe(value)} inside a runtime loop or branch",
+                )
             env[name] = value
             return
         if isinstance(cur, ir.Var):
@@ -339,8 +374,11 @@ class _Specializer:
             self.block(node.body if cond else node.orelse)
             return
         if not isinstance(cond, ir.Expr) or cond.type != ScalarType.bool:
-            raise self.err(node.test, f"an if condition must be a bool, found {_describe(cond)}; "
-                           "compare explicitly (x != 0)")
+            raise self.err(
+                node.test,
+                f"an if condition must be a bool, found {_describe(cond)}; "
+                "compare explicitly (x != 0)",
+            )
         then = self.sub_block(node.body)
         orelse = self.sub_block(node.orelse)
         self.emit(ir.If(self.src.line(node), cond, tuple(then), tuple(orelse)))
@@ -358,26 +396,40 @@ class _Specializer:
         assert isinstance(node.target, ast.Name)
         name = node.target.id
         it = node.iter
-        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("range", "static_range"):
+        if (
+            isinstance(it, ast.Call)
+            and isinstance(it.func, ast.Name)
+            and it.func.id in ("range", "static_range")
+        ):
             args = [self.expr(a) for a in it.args]
             if it.func.id == "static_range":
                 if not all(isinstance(a, int) and not isinstance(a, bool) for a in args):
-                    raise self.err(it, "static_range bounds must be compile-time integers; found "
-                                   + ", ".join(_describe(a) for a in args))
+                    raise self.err(
+                        it,
+                        "static_range bounds must be compile-time integers; found "
+                        + ", ".join(_describe(a) for a in args),
+                    )
                 self.unroll(name, list(range(*args)), node)
                 return
             self.runtime_loop(name, args, node)
             return
         seq = self.expr(it)
         if not isinstance(seq, tuple):
-            raise self.err(it, f"for loops iterate over range(...), static_range(...) or a "
-                           f"compile-time tuple; found {_describe(seq)}", KernelSyntaxError)
+            raise self.err(
+                it,
+                f"for loops iterate over range(...), static_range(...) or a "
+                f"compile-time tuple; found {_describe(seq)}",
+                KernelSyntaxError,
+            )
         self.unroll(name, list(seq), node)
 
     def unroll(self, name: str, values: list[Any], node: ast.For) -> None:
         if len(values) > _MAX_UNROLL:
-            raise self.err(node, f"static loop of {len(values)} iterations exceeds the unroll "
-                           f"limit of {_MAX_UNROLL}; use range()")
+            raise self.err(
+                node,
+                f"static loop of {len(values)} iterations exceeds the unroll "
+                f"limit of {_MAX_UNROLL}; use range()",
+            )
         for v in values:
             self.scope.env[name] = v
             self.block(node.body)
@@ -390,8 +442,10 @@ class _Specializer:
         else:
             start, stop, step = args
         if not (isinstance(step, int) and not isinstance(step, bool)) or step == 0:
-            raise self.err(node.iter, f"the range step must be a non-zero compile-time integer; "
-                           f"found {_describe(step)}")
+            raise self.err(
+                node.iter,
+                f"the range step must be a non-zero compile-time integer; found {_describe(step)}",
+            )
         line = self.src.line(node)
         bounds = []
         for label, b in (("start", start), ("stop", stop)):
@@ -415,9 +469,12 @@ class _Specializer:
             return
         want = self.output.type
         if isinstance(value, ir.Expr) and value.type != want:
-            raise self.err(node, f"the kernel returns {value.type} but the output "
-                           f"{self.kernel.output_name!r} is {self.output.dtype} (kernel type "
-                           f"{want}); convert with cast(value, {self.kernel.output_name}.dtype)")
+            raise self.err(
+                node,
+                f"the kernel returns {value.type} but the output "
+                f"{self.kernel.output_name!r} is {self.output.dtype} (kernel type "
+                f"{want}); convert with cast(value, {self.kernel.output_name}.dtype)",
+            )
         self.emit(ir.Return(self.src.line(node), self.materialize(value, node, want)))
 
     # ------------------------------------------------------------------ helpers (inlining)
@@ -441,7 +498,9 @@ class _Specializer:
             raise self.err(node, f"recursion is not allowed ({chain})", KernelSyntaxError)
         params = list(h.signature.parameters.values())
         if len(args) > len(params):
-            raise self.err(node, f"helper {h.name!r} takes {len(params)} arguments, got {len(args)}")
+            raise self.err(
+                node, f"helper {h.name!r} takes {len(params)} arguments, got {len(args)}"
+            )
         self.call_counter += 1
         key = f"ret{self.call_counter}:"
         scope = _Scope(h.src, f"{self.scope.prefix}{h.name}{self.call_counter}_")
@@ -450,12 +509,17 @@ class _Specializer:
             if isinstance(a, ir.Expr):
                 a = self.temp(p.name, a, line)
             scope.env[p.name] = a
-        for p in params[len(args):]:
+        for p in params[len(args) :]:
             if p.default is p.empty:
                 raise self.err(node, f"helper {h.name!r} is missing argument {p.name!r}")
             scope.env[p.name] = p.default
-        frame = {"name": h.name, "key": key, "depth": self.depth,
-                 "var": "pending" if key in self.runtime_names else None, "value": None}
+        frame = {
+            "name": h.name,
+            "key": key,
+            "depth": self.depth,
+            "var": "pending" if key in self.runtime_names else None,
+            "value": None,
+        }
         self._frames.append(frame)
         saved = self.scope
         self.scope = scope
@@ -468,7 +532,9 @@ class _Specializer:
             self._frames.pop()
         if frame["var"] is None:
             if frame["value"] is None:
-                raise h.src.error(h.src.tree, "the helper did not return a value", KernelSyntaxError)
+                raise h.src.error(
+                    h.src.tree, "the helper did not return a value", KernelSyntaxError
+                )
             return frame["value"]
         if frame["var"] == "pending":
             raise h.src.error(h.src.tree, "the helper did not return a value", KernelSyntaxError)
@@ -478,8 +544,11 @@ class _Specializer:
     def expr(self, node: ast.expr) -> Any:
         method = getattr(self, f"expr_{type(node).__name__}", None)
         if method is None:
-            raise self.err(node, f"'{type(node).__name__}' is not part of the kernel language",
-                           KernelSyntaxError)
+            raise self.err(
+                node,
+                f"'{type(node).__name__}' is not part of the kernel language",
+                KernelSyntaxError,
+            )
         return method(node)
 
     def expr_Constant(self, node: ast.Constant) -> Any:
@@ -510,9 +579,12 @@ class _Specializer:
             return value
         if value in (min, max, abs, float, int, bool, len):
             return value
-        raise self.err(node, f"name {name!r} refers to {_describe(value)}, which kernels cannot "
-                       "use (allowed: numbers, bools, tuples of them, types, @helper functions)",
-                       KernelSyntaxError)
+        raise self.err(
+            node,
+            f"name {name!r} refers to {_describe(value)}, which kernels cannot "
+            "use (allowed: numbers, bools, tuples of them, types, @helper functions)",
+            KernelSyntaxError,
+        )
 
     def expr_Attribute(self, node: ast.Attribute) -> Any:
         base = self.expr(node.value)
@@ -546,18 +618,24 @@ class _Specializer:
         base = self.expr(node.value)
         if isinstance(node.slice, ast.Slice):
             if not isinstance(base, tuple):
-                raise self.err(node, f"slicing is only allowed on compile-time tuples, not "
-                               f"{_describe(base)}")
-            parts = [None if p is None else self.expr(p) for p in
-                     (node.slice.lower, node.slice.upper, node.slice.step)]
+                raise self.err(
+                    node, f"slicing is only allowed on compile-time tuples, not {_describe(base)}"
+                )
+            parts = [
+                None if p is None else self.expr(p)
+                for p in (node.slice.lower, node.slice.upper, node.slice.step)
+            ]
             if not all(p is None or isinstance(p, int) for p in parts):
                 raise self.err(node, "tuple slice bounds must be compile-time integers")
             return base[slice(*parts)]
         index = self.expr(node.slice)
         if isinstance(base, tuple):
             if not isinstance(index, int) or isinstance(index, bool):
-                raise self.err(node, f"tuples can only be indexed with compile-time integers "
-                               f"(found {_describe(index)}); iterate with static_range()")
+                raise self.err(
+                    node,
+                    f"tuples can only be indexed with compile-time integers "
+                    f"(found {_describe(index)}); iterate with static_range()",
+                )
             if not -len(base) <= index < len(base):
                 raise self.err(node, f"index {index} is out of range for a tuple of {len(base)}")
             return base[index]
@@ -565,14 +643,18 @@ class _Specializer:
             return self.load(base.tensor, self.index_expr(index, node), node)
         if isinstance(base, _TensorRef):
             if base.is_output:
-                raise self.err(node, "the output cannot be read; use out.index / out.flat",
-                               KernelSyntaxError)
+                raise self.err(
+                    node, "the output cannot be read; use out.index / out.flat", KernelSyntaxError
+                )
             idx = index if isinstance(index, tuple) else (index,)
             shape = base.spec.shape
             if len(idx) != len(shape):
-                raise self.err(node, f"tensor {node.value.id if isinstance(node.value, ast.Name) else ''!s}"
-                               f" has {len(shape)} dimensions {shape} but was indexed with "
-                               f"{len(idx)}; use x.flat[i] for flat reads")
+                raise self.err(
+                    node,
+                    f"tensor {node.value.id if isinstance(node.value, ast.Name) else ''!s}"
+                    f" has {len(shape)} dimensions {shape} but was indexed with "
+                    f"{len(idx)}; use x.flat[i] for flat reads",
+                )
             flat: Any = 0
             for i, s in zip(idx, base.strides):
                 term = self.binop(ast.Mult(), self.index_expr(i, node), s, node)
@@ -592,8 +674,11 @@ class _Specializer:
 
     def load(self, t: _TensorRef, index: ir.Expr, node: ast.AST) -> Any:
         if isinstance(index, ir.Const) and t.spec.size and not 0 <= index.value < t.spec.size:
-            raise self.err(node, f"constant index {index.value} is out of bounds for tensor "
-                           f"{t.spec.name!r} of {t.spec.size} elements")
+            raise self.err(
+                node,
+                f"constant index {index.value} is out of bounds for tensor "
+                f"{t.spec.name!r} of {t.spec.size} elements",
+            )
         return ir.Load(t.spec.type, t.slot, index)
 
     def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
@@ -602,7 +687,9 @@ class _Specializer:
         if _is_const(x):
             if isinstance(op, ast.Not):
                 return not x
-            return {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}[type(op)](x)
+            return {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}[
+                type(op)
+            ](x)
         if not isinstance(x, ir.Expr):
             raise self.err(node, f"unary operator on {_describe(x)}")
         if isinstance(op, ast.UAdd):
@@ -632,8 +719,12 @@ class _Specializer:
             try:
                 return _PY_BINOP[type(op)](a, b)
             except ZeroDivisionError:
-                raise self.err(node, f"compile-time division by zero in {a!r} {sym} {b!r}") from None
-        if not (isinstance(a, ir.Expr) or _is_const(a)) or not (isinstance(b, ir.Expr) or _is_const(b)):
+                raise self.err(
+                    node, f"compile-time division by zero in {a!r} {sym} {b!r}"
+                ) from None
+        if not (isinstance(a, ir.Expr) or _is_const(a)) or not (
+            isinstance(b, ir.Expr) or _is_const(b)
+        ):
             raise self.err(node, f"operator {sym} cannot combine {_describe(a)} and {_describe(b)}")
         if isinstance(op, ast.Pow):
             return self.power(a, b, node)
@@ -646,8 +737,10 @@ class _Specializer:
             raise self.err(node, f"arithmetic '{sym}' on bools; convert with cast(x, i32)")
         if isinstance(op, ast.Div):
             if not t.is_float:
-                raise self.err(node, f"'/' on {t} values; use '//' for integer division or "
-                               "cast to a float type")
+                raise self.err(
+                    node,
+                    f"'/' on {t} values; use '//' for integer division or cast to a float type",
+                )
             return ir.Binary(t, "div", ea, eb)
         if isinstance(op, ast.FloorDiv | ast.Mod):
             floor = isinstance(op, ast.FloorDiv)
@@ -676,7 +769,12 @@ class _Specializer:
         return ir.Call(t, "floordiv" if op == "div" else "floormod", (a, b))
 
     def power(self, a: Any, b: Any, node: ast.AST) -> Any:
-        if isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 4 and isinstance(a, ir.Expr):
+        if (
+            isinstance(b, int)
+            and not isinstance(b, bool)
+            and 0 <= b <= 4
+            and isinstance(a, ir.Expr)
+        ):
             if a.type == ScalarType.bool:
                 raise self.err(node, "'**' on a bool")
             if b == 0:
@@ -688,8 +786,11 @@ class _Specializer:
             return result
         ea, eb = self.unify(a, b, node, "'**'")
         if not ea.type.is_float:
-            raise self.err(node, f"'**' on {ea.type} needs a compile-time exponent 0..4; "
-                           "use floats for general powers")
+            raise self.err(
+                node,
+                f"'**' on {ea.type} needs a compile-time exponent 0..4; "
+                "use floats for general powers",
+            )
         return ir.Call(ea.type, "pow", (ea, eb))
 
     def expr_BoolOp(self, node: ast.BoolOp) -> Any:
@@ -704,9 +805,15 @@ class _Specializer:
                     return v
                 continue
             if not isinstance(v, ir.Expr) or v.type != ScalarType.bool:
-                raise self.err(value_node, f"'and'/'or' need bools, found {_describe(v)}; "
-                               "compare explicitly (x != 0)")
-            result = v if result is None else ir.Binary(ScalarType.bool, "and" if is_and else "or", result, v)
+                raise self.err(
+                    value_node,
+                    f"'and'/'or' need bools, found {_describe(v)}; compare explicitly (x != 0)",
+                )
+            result = (
+                v
+                if result is None
+                else ir.Binary(ScalarType.bool, "and" if is_and else "or", result, v)
+            )
         return is_and if result is None else result
 
     def expr_Compare(self, node: ast.Compare) -> Any:
@@ -732,8 +839,10 @@ class _Specializer:
         if _is_const(cond):
             return self.expr(node.body if cond else node.orelse)
         if not isinstance(cond, ir.Expr) or cond.type != ScalarType.bool:
-            raise self.err(node.test, f"a conditional expression needs a bool condition, found "
-                           f"{_describe(cond)}")
+            raise self.err(
+                node.test,
+                f"a conditional expression needs a bool condition, found {_describe(cond)}",
+            )
         a, b = self.unify(self.expr(node.body), self.expr(node.orelse), node, "'if/else'")
         return ir.Select(a.type, cond, a, b)
 
@@ -752,7 +861,11 @@ class _Specializer:
             return self.call_helper(target, [self.expr(a) for a in node.args], node)
         if name in ("float", "int", "bool") and len(node.args) == 1:
             arg_node = node.args[0]
-            if name == "float" and isinstance(arg_node, ast.Constant) and isinstance(arg_node.value, str):
+            if (
+                name == "float"
+                and isinstance(arg_node, ast.Constant)
+                and isinstance(arg_node.value, str)
+            ):
                 text = arg_node.value.strip().lower()
                 if text in ("nan", "inf", "+inf", "-inf", "infinity", "-infinity"):
                     return float(text)
@@ -769,8 +882,11 @@ class _Specializer:
             return len(args[0])
         if name == "cast_like":
             if len(args) != 2 or not isinstance(args[1], ir.Expr):
-                raise self.err(node, "cast_like(value, like) takes a value and a runtime value "
-                               "whose type to convert to")
+                raise self.err(
+                    node,
+                    "cast_like(value, like) takes a value and a runtime value "
+                    "whose type to convert to",
+                )
             return self.cast(args[0], args[1].type, node)
         if name in ("_rawdiv", "_rawmod") and self.src.fn.__module__ == "spawnml.kernel.polyfills":
             a, b = self.unify(args[0], args[1], node, name)
@@ -780,8 +896,11 @@ class _Specializer:
                 raise self.err(node, f"{name}(value, type) takes 2 arguments")
             t = scalar_type_of(args[1]) if not isinstance(args[1], ir.Expr | tuple) else None
             if t is None:
-                raise self.err(node, f"{name}: {_describe(args[1])} is not a type (f32, f16, i32, "
-                               "u32, i64, boolean or x.dtype)")
+                raise self.err(
+                    node,
+                    f"{name}: {_describe(args[1])} is not a type (f32, f16, i32, "
+                    "u32, i64, boolean or x.dtype)",
+                )
             return self.cast(args[0], t, node) if name == "cast" else self.bitcast(args[0], t, node)
         return self.intrinsic(name, args, node)
 
@@ -798,14 +917,18 @@ class _Specializer:
         if e.type == t:
             return e
         if t == ScalarType.bool:
-            return ir.Binary(ScalarType.bool, "ne", e, ir.Const(e.type, 0.0 if e.type.is_float else 0))
+            return ir.Binary(
+                ScalarType.bool, "ne", e, ir.Const(e.type, 0.0 if e.type.is_float else 0)
+            )
         return ir.Cast(t, e)
 
     def bitcast(self, v: Any, t: ScalarType, node: ast.AST) -> ir.Expr:
         e = self.materialize(v, node)
         ok = (ScalarType.f32, ScalarType.i32, ScalarType.u32)
         if e.type not in ok or t not in ok:
-            raise self.err(node, f"bitcast converts between f32, i32 and u32; found {e.type} -> {t}")
+            raise self.err(
+                node, f"bitcast converts between f32, i32 and u32; found {e.type} -> {t}"
+            )
         return e if e.type == t else ir.Bitcast(t, e)
 
     def intrinsic(self, name: str, args: list[Any], node: ast.AST) -> Any:
@@ -816,25 +939,37 @@ class _Specializer:
             return result
         spec = INTRINSICS.get(name)
         if spec is None:
-            raise self.err(node, f"{name!r} is not an intrinsic or @helper; intrinsics: "
-                           f"{', '.join(sorted(INTRINSICS))}", KernelSyntaxError)
+            raise self.err(
+                node,
+                f"{name!r} is not an intrinsic or @helper; intrinsics: "
+                f"{', '.join(sorted(INTRINSICS))}",
+                KernelSyntaxError,
+            )
         if len(args) != spec.arity:
             raise self.err(node, f"{name}() takes {spec.arity} argument(s), got {len(args)}")
         if all(_is_const(a) for a in args) and name in _PY_FOLD:
             return _PY_FOLD[name](*args)
         if any(not (isinstance(a, ir.Expr) or _is_const(a)) for a in args):
-            raise self.err(node, f"{name}() takes scalar values, found "
-                           + ", ".join(_describe(a) for a in args))
+            raise self.err(
+                node,
+                f"{name}() takes scalar values, found " + ", ".join(_describe(a) for a in args),
+            )
         typed = [a.type for a in args if isinstance(a, ir.Expr)]
         if typed:
             t = typed[0]
             for other in typed[1:]:
                 if other != t:
-                    raise self.err(node, f"{name}() arguments have types {t} and {other}; "
-                                   "convert explicitly with cast()")
+                    raise self.err(
+                        node,
+                        f"{name}() arguments have types {t} and {other}; "
+                        "convert explicitly with cast()",
+                    )
         else:
-            t = ScalarType.f32 if spec.accepts == "float" or any(isinstance(a, float) for a in args) \
+            t = (
+                ScalarType.f32
+                if spec.accepts == "float" or any(isinstance(a, float) for a in args)
                 else ScalarType.i32
+            )
         exprs = tuple(self.materialize(a, node, t) for a in args)
         if not spec.accepts_type(t):
             raise self.err(node, f"{name}() needs {spec.accepts} arguments, found {t}")
@@ -844,18 +979,53 @@ class _Specializer:
 # ---------------------------------------------------------------------------- tables
 
 
-_OP_SYMBOL = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
-              ast.Mod: "%", ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>", ast.BitAnd: "&",
-              ast.BitOr: "|", ast.BitXor: "^"}
-_PY_BINOP = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-             ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-             ast.Pow: operator.pow, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
-             ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor}
-_IR_BINOP = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.LShift: "shl",
-             ast.RShift: "shr", ast.BitAnd: "bitand", ast.BitOr: "bitor", ast.BitXor: "bitxor"}
+_OP_SYMBOL = {
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.Pow: "**",
+    ast.LShift: "<<",
+    ast.RShift: ">>",
+    ast.BitAnd: "&",
+    ast.BitOr: "|",
+    ast.BitXor: "^",
+}
+_PY_BINOP = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+    ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_,
+    ast.BitXor: operator.xor,
+}
+_IR_BINOP = {
+    ast.Add: "add",
+    ast.Sub: "sub",
+    ast.Mult: "mul",
+    ast.LShift: "shl",
+    ast.RShift: "shr",
+    ast.BitAnd: "bitand",
+    ast.BitOr: "bitor",
+    ast.BitXor: "bitxor",
+}
 _CMP = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
-_PY_CMP = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
-           "eq": operator.eq, "ne": operator.ne}
+_PY_CMP = {
+    "lt": operator.lt,
+    "le": operator.le,
+    "gt": operator.gt,
+    "ge": operator.ge,
+    "eq": operator.eq,
+    "ne": operator.ne,
+}
 _PY_FOLD = {"min": min, "max": max, "abs": abs}
 
 
@@ -903,8 +1073,12 @@ def _describe(v: Any) -> str:
 
 def _body_without_docstring(fn: ast.FunctionDef) -> list[ast.stmt]:
     body = fn.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         return body[1:]
     return body
 
@@ -946,8 +1120,9 @@ def _check_const(k: Kernel, name: str, value: Any) -> Any:
         if isinstance(v, np.generic):
             return v.item()
         if not _is_const(v):
-            raise KernelTypeError(f"{where}: constant {name!r} holds {v!r}; tuples may hold "
-                                  "only numbers and bools")
+            raise KernelTypeError(
+                f"{where}: constant {name!r} holds {v!r}; tuples may hold only numbers and bools"
+            )
         return v
 
     if not isinstance(value, tuple):
@@ -955,28 +1130,35 @@ def _check_const(k: Kernel, name: str, value: Any) -> Any:
     return norm(value)
 
 
-def specialize(k: Kernel, inputs: Mapping[str, Any] | Sequence[Any], output: Any,
-               consts: Mapping[str, Any]) -> ir.KernelIR:
+def specialize(
+    k: Kernel, inputs: Mapping[str, Any] | Sequence[Any], output: Any, consts: Mapping[str, Any]
+) -> ir.KernelIR:
     """Specialise kernel ``k`` (see :meth:`Kernel.specialize`)."""
     where = f"kernel {k.name!r} ({k.location})"
     if isinstance(inputs, Mapping):
         unknown = set(inputs) - set(k.tensor_names)
         missing = [n for n in k.tensor_names if n not in inputs]
         if unknown or missing:
-            raise KernelTypeError(f"{where}: tensor inputs are {k.tensor_names}; missing "
-                                  f"{missing}, unknown {sorted(unknown)}")
+            raise KernelTypeError(
+                f"{where}: tensor inputs are {k.tensor_names}; missing "
+                f"{missing}, unknown {sorted(unknown)}"
+            )
         ordered = [inputs[n] for n in k.tensor_names]
     else:
         ordered = list(inputs)
         if len(ordered) != len(k.tensor_names):
-            raise KernelTypeError(f"{where}: expected {len(k.tensor_names)} input tensors "
-                                  f"{k.tensor_names}, got {len(ordered)}")
+            raise KernelTypeError(
+                f"{where}: expected {len(k.tensor_names)} input tensors "
+                f"{k.tensor_names}, got {len(ordered)}"
+            )
     specs = []
     for name, value in zip(k.tensor_names, ordered):
         shape, dt = _spec_of(name, value)
         if compute_type(dt) is None:
-            raise KernelTypeError(f"{where}: input {name!r} has dtype {dt}, which kernels cannot "
-                                  "read (float64, bfloat16 and uint64 are lowered by the planner)")
+            raise KernelTypeError(
+                f"{where}: input {name!r} has dtype {dt}, which kernels cannot "
+                "read (float64, bfloat16 and uint64 are lowered by the planner)"
+            )
         specs.append(ir.BufferSpec(name, dt, shape))
     oshape, odt = _spec_of(k.output_name, output)
     if compute_type(odt) is None:
@@ -995,10 +1177,15 @@ def specialize(k: Kernel, inputs: Mapping[str, Any] | Sequence[Any], output: Any
             values[name] = _check_const(k, name, default)
     extra = set(consts) - set(k.const_names)
     if extra:
-        raise KernelTypeError(f"{where}: unknown constants {sorted(extra)}; the kernel's "
-                              f"constants are {k.const_names}")
-    cache_key = (tuple((s.shape, s.dtype) for s in specs), (oshape, odt),
-                 tuple(sorted((n, repr(v)) for n, v in values.items())))
+        raise KernelTypeError(
+            f"{where}: unknown constants {sorted(extra)}; the kernel's "
+            f"constants are {k.const_names}"
+        )
+    cache_key = (
+        tuple((s.shape, s.dtype) for s in specs),
+        (oshape, odt),
+        tuple(sorted((n, repr(v)) for n, v in values.items())),
+    )
     with k._lock:
         cached = k._cache.get(cache_key)
     if cached is not None:
@@ -1014,8 +1201,15 @@ def specialize(k: Kernel, inputs: Mapping[str, Any] | Sequence[Any], output: Any
     else:  # pragma: no cover - each restart adds a name, so this cannot loop for long
         raise KernelTypeError(f"{where}: too many variables promoted to runtime")
     result = ir.KernelIR(k.name, tuple(specs), out_spec, local_vars, body, source=k.location)
-    result = ir.KernelIR(result.name, result.inputs, result.output, result.locals, result.body,
-                         result.source, key=f"{k.name}-{result.fingerprint()}")
+    result = ir.KernelIR(
+        result.name,
+        result.inputs,
+        result.output,
+        result.locals,
+        result.body,
+        result.source,
+        key=f"{k.name}-{result.fingerprint()}",
+    )
     with k._lock:
         k._cache[cache_key] = result
     return result

@@ -6,7 +6,14 @@ from __future__ import annotations
 import math
 
 from spawnml.kernel import (
-    Output, Tensor, cast, f32, helper, i32, kernel, static_range,
+    Output,
+    Tensor,
+    cast,
+    f32,
+    helper,
+    i32,
+    kernel,
+    static_range,
 )
 
 
@@ -151,7 +158,7 @@ def sigmoid(x: Tensor, out: Output):
 @kernel
 def gelu_tanh(x: Tensor, out: Output):
     v = x.flat[out.flat]
-    return 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v ** 3)))
+    return 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v**3)))
 
 
 @kernel
@@ -179,8 +186,11 @@ def clip(x: Tensor, out: Output, lo: float, hi: float):
 
 @kernel
 def where(c: Tensor, a: Tensor, b: Tensor, out: Output):
-    return a.flat[broadcast_offset(a, out)] if c.flat[broadcast_offset(c, out)] \
+    return (
+        a.flat[broadcast_offset(a, out)]
+        if c.flat[broadcast_offset(c, out)]
         else b.flat[broadcast_offset(b, out)]
+    )
 
 
 @kernel
@@ -321,8 +331,16 @@ def softmax_apply(x: Tensor, stats: Tensor, out: Output):
 
 
 @kernel
-def conv2d(x: Tensor, w: Tensor, bias: Tensor, out: Output, stride: tuple, pad: tuple,
-           dilation: tuple, groups: int):
+def conv2d(
+    x: Tensor,
+    w: Tensor,
+    bias: Tensor,
+    out: Output,
+    stride: tuple,
+    pad: tuple,
+    dilation: tuple,
+    groups: int,
+):
     n, co, oy, ox = out.index
     cin_g = w.shape[1]
     cout_g = out.shape[1] // groups
@@ -339,8 +357,9 @@ def conv2d(x: Tensor, w: Tensor, bias: Tensor, out: Output, stride: tuple, pad: 
 
 
 @kernel
-def max_pool2d(x: Tensor, out: Output, kernel_shape: tuple, stride: tuple, pad: tuple,
-               dilation: tuple):
+def max_pool2d(
+    x: Tensor, out: Output, kernel_shape: tuple, stride: tuple, pad: tuple, dilation: tuple
+):
     n, c, oy, ox = out.index
     acc = -math.inf
     for ky in range(kernel_shape[0]):
@@ -353,8 +372,9 @@ def max_pool2d(x: Tensor, out: Output, kernel_shape: tuple, stride: tuple, pad: 
 
 
 @kernel
-def avg_pool2d(x: Tensor, out: Output, kernel_shape: tuple, stride: tuple, pad: tuple,
-               count_include_pad: bool):
+def avg_pool2d(
+    x: Tensor, out: Output, kernel_shape: tuple, stride: tuple, pad: tuple, count_include_pad: bool
+):
     n, c, oy, ox = out.index
     y0 = oy * stride[0] - pad[0]
     x0 = ox * stride[1] - pad[1]

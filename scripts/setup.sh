@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Quick start 1: system packages (when root), .venv with every package editable plus the dev
+# tools, then the main job: `spawnml backends`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  spawnml-core spawnml-ops conformance spawnml-pipelines spawnml-backend-cpu
+  spawnml-backend-opencl spawnml-backend-cuda spawnml-backend-webgpu spawnml-backend-webgl
+  spawnml-backend-wasm
+)
+
+if [ "$(id -u)" -eq 0 ]; then
+  scripts/install-system-deps.sh
+else
+  echo "setup: not root, so system packages are not installed;" \
+    "backends that need them will say why (sudo scripts/install-system-deps.sh)" >&2
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  "${PYTHON:-python3}" -m venv .venv
+fi
+pip=(.venv/bin/python -m pip --quiet)
+"${pip[@]}" install --upgrade pip
+"${pip[@]}" install -r requirements-dev.txt
+# The packages build with the setuptools just installed: no isolated build env per package.
+editables=()
+for package in "${PACKAGES[@]}"; do editables+=(-e "./$package"); done
+"${pip[@]}" install --no-build-isolation "${editables[@]}"
+
+.venv/bin/spawnml backends

@@ -1,0 +1,128 @@
+"""Compiling WAT modules (cached in memory and on disk) and running them on worker threads.
+
+One engine, configured for threads and shared memory. Compiled modules are kept in memory and
+serialized to spawnml's kernel disk cache (``spawnml.kernel.disk_cache``), keyed by the WAT
+text and the wasmtime version, so a new process skips Cranelift. Each thread that runs kernels
+has its own Store and one Instance per module, all importing the same shared memory; wasmtime calls
+release the GIL, so threads computing disjoint output ranges run in parallel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from importlib import metadata
+from typing import Any
+
+import wasmtime
+
+from spawnml.errors import BackendError, KernelCompileError
+from spawnml.kernel.disk_cache import KernelDiskCache
+
+from .memory import LinearMemory
+
+# Below this many elements per thread, extra threads cost more than they save.
+MIN_ELEMENTS_PER_THREAD = 16384
+
+
+def make_engine() -> wasmtime.Engine:
+    cfg = wasmtime.Config()
+    cfg.wasm_threads = True
+    cfg.shared_memory = True
+    cfg.wasm_simd = True
+    return wasmtime.Engine(cfg)
+
+
+class Program:
+    """A compiled kernel module; ``run(lo, hi, out, *inputs)`` is called per thread."""
+
+    def __init__(self, key: str, module: wasmtime.Module, size: int) -> None:
+        self.key = key
+        self.module = module
+        self.size = size
+
+
+class Runtime:
+    """The engine, module cache, shared memory and worker threads of one backend."""
+
+    def __init__(self, threads: int) -> None:
+        self.engine = make_engine()
+        self.memory = LinearMemory(self.engine)
+        self.threads = max(1, threads)
+        self._modules: dict[str, wasmtime.Module] = {}
+        self._local = threading.local()
+        self._pool = (
+            ThreadPoolExecutor(self.threads - 1, "spawnml-wasm") if self.threads > 1 else None
+        )
+        self.disk_hits = 0
+
+    # -- compilation ----------------------------------------------------------------------
+    def program(self, key: str, wat: str, size: int) -> Program:
+        """The compiled module of ``wat`` as a program computing ``size`` elements."""
+        return Program(key, self.module(wat), size)
+
+    def module(self, wat: str) -> wasmtime.Module:
+        digest = hashlib.sha256(wat.encode()).hexdigest()
+        module = self._modules.get(digest)
+        if module is not None:
+            return module
+        disk = KernelDiskCache("wasm", "cwasm")
+        key = (digest, metadata.version("wasmtime"))
+        data = disk.get(*key)
+        if data is not None:
+            try:
+                module = wasmtime.Module.deserialize(self.engine, data)
+                self.disk_hits += 1
+            except wasmtime.WasmtimeError:
+                module = None  # stale or corrupt: compile again and overwrite
+        if module is None:
+            try:
+                module = wasmtime.Module(self.engine, wat)
+            except wasmtime.WasmtimeError as exc:
+                raise KernelCompileError(
+                    f"wasm: the generated module does not compile: {exc}"
+                ) from None
+            disk.put(module.serialize(), *key)
+        self._modules[digest] = module
+        return module
+
+    # -- execution ------------------------------------------------------------------------
+    def _function(self, program: Program) -> tuple[wasmtime.Store, Any]:
+        """This thread's instance of ``program``: (store, exported run function)."""
+        local = self._local
+        if not hasattr(local, "store"):
+            local.store = wasmtime.Store(self.engine)
+            local.instances = {}
+        fn = local.instances.get(program.key)
+        if fn is None:
+            instance = wasmtime.Instance(local.store, program.module, [self.memory.memory])
+            fn = local.instances[program.key] = instance.exports(local.store)["run"]
+        return local.store, fn
+
+    def _run_range(self, program: Program, lo: int, hi: int, addresses: list[int]) -> None:
+        store, fn = self._function(program)
+        try:
+            fn(store, lo, hi, *addresses)
+        except wasmtime.Trap as exc:
+            raise BackendError(f"wasm: kernel {program.key} trapped: {exc}") from None
+
+    def run(self, program: Program, addresses: list[int]) -> None:
+        """Run every output element, split by output range across the worker threads."""
+        n = program.size
+        parts = min(self.threads, max(1, n // MIN_ELEMENTS_PER_THREAD))
+        if parts == 1 or self._pool is None:
+            self._run_range(program, 0, n, addresses)
+            return
+        step = (-(-n // parts) + 3) // 4 * 4  # multiples of 4 keep every chunk on the SIMD path
+        bounds = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
+        futures = [
+            self._pool.submit(self._run_range, program, lo, hi, addresses) for lo, hi in bounds[1:]
+        ]
+        self._run_range(program, *bounds[0], addresses)
+        for f in futures:
+            f.result()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)

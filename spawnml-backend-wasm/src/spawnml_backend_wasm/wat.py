@@ -1,0 +1,354 @@
+"""Kernel IR -> WebAssembly text (WAT).
+
+The IR is a typed tree, so it maps directly to folded stack code. One module per kernel
+specialisation imports the backend's shared linear memory and exports
+``run(lo, hi, out, in0, in1, ...)``: it computes output elements ``[lo, hi)``, buffers
+addressed by byte offsets passed at launch (so one compiled module serves every launch), which
+lets threads split the output range. Lane-safe kernels get a 4-wide SIMD128 loop first
+(``spawnml_backend_wasm.simd``) and the scalar loop handles the tail.
+
+Loads clamp their index into the buffer (as the CPU backend's clipped gather does), so a read
+the kernel does not use, such as both sides of a select, can never trap.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import numpy as np
+
+from spawnml.dtypes import DType
+from spawnml.errors import KernelTypeError
+from spawnml.kernel import ir
+from spawnml.kernel.polyfills import function_name
+from spawnml.kernel.render import Renderer
+from spawnml.kernel.types import ScalarType
+
+from .lower import lower_f16
+
+T = ScalarType
+VAL = {T.bool: "i32", T.i32: "i32", T.u32: "i32", T.i64: "i64", T.f32: "f32", T.f16: "f32"}
+
+# storage dtype -> (load op, store op, log2 of the element size)
+MEMORY_OPS: dict[DType, tuple[str, str, int]] = {
+    DType.float32: ("f32.load", "f32.store", 2),
+    DType.int32: ("i32.load", "i32.store", 2),
+    DType.uint32: ("i32.load", "i32.store", 2),
+    DType.int64: ("i64.load", "i64.store", 3),
+    DType.int16: ("i32.load16_s", "i32.store16", 1),
+    DType.uint16: ("i32.load16_u", "i32.store16", 1),
+    DType.int8: ("i32.load8_s", "i32.store8", 0),
+    DType.uint8: ("i32.load8_u", "i32.store8", 0),
+    DType.bool: ("i32.load8_u", "i32.store8", 0),
+}
+
+_ARITH = {
+    "add": "add",
+    "sub": "sub",
+    "mul": "mul",
+    "bitand": "and",
+    "bitor": "or",
+    "bitxor": "xor",
+    "shl": "shl",
+    "and": "and",
+    "or": "or",
+    "eq": "eq",
+    "ne": "ne",
+}
+_SIGNED = {"div": "div", "mod": "rem", "shr": "shr", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
+_FLOAT = {
+    "add": "add",
+    "sub": "sub",
+    "mul": "mul",
+    "div": "div",
+    "lt": "lt",
+    "le": "le",
+    "gt": "gt",
+    "ge": "ge",
+    "eq": "eq",
+    "ne": "ne",
+}
+_NATIVE_FLOAT = {
+    "sqrt": "f32.sqrt",
+    "floor": "f32.floor",
+    "ceil": "f32.ceil",
+    "trunc": "f32.trunc",
+    "round": "f32.nearest",
+    "abs": "f32.abs",
+    "min": "f32.min",
+    "max": "f32.max",
+}
+
+
+def float_const(v: float) -> str:
+    """An exact f32 literal (hex float; nan and inf by name)."""
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return float(np.float32(v)).hex()
+
+
+def const_text(value: bool | int | float, t: ScalarType) -> str:
+    if t.is_float:
+        return f"(f32.const {float_const(float(value))})"
+    if t == T.i64:
+        return f"(i64.const {int(value)})"
+    v = int(value)
+    return f"(i32.const {v - (1 << 32) if v >= 1 << 31 else v})"
+
+
+def _unsigned(t: ScalarType) -> bool:
+    return t in (T.u32, T.bool)
+
+
+def cast_ops(src: ScalarType, dst: ScalarType) -> list[str]:
+    """Instructions converting a value of ``src`` to ``dst`` (applied innermost first)."""
+    s, d = src, dst
+    if d == T.bool:
+        raise AssertionError("casts to bool are rendered as comparisons")
+    if VAL[s] == VAL[d] and not (s.is_float != d.is_float):
+        return []
+    if d.is_float:
+        if s == T.i64:
+            return ["f32.convert_i64_s"]
+        return ["f32.convert_i32_u" if _unsigned(s) else "f32.convert_i32_s"]
+    if s.is_float:
+        if d == T.i64:
+            return ["i64.trunc_sat_f32_s"]
+        if d == T.u32:  # wraps like numpy for values in int64 range
+            return ["i64.trunc_sat_f32_s", "i32.wrap_i64"]
+        return ["i32.trunc_sat_f32_s"]
+    if d == T.i64:
+        return ["i64.extend_i32_u" if _unsigned(s) else "i64.extend_i32_s"]
+    return ["i32.wrap_i64"]  # i64 -> i32/u32
+
+
+class WasmRenderer(Renderer):
+    """Renders a specialised kernel as one WAT module (SIMD128 where lane-safe)."""
+
+    name = "wasm"
+    native_for: ClassVar[dict[str, frozenset[str]]] = {
+        **{fn: frozenset({"float"}) for fn in _NATIVE_FLOAT},
+        "isnan": frozenset({"float"}),
+        "isinf": frozenset({"float"}),
+        "isfinite": frozenset({"float"}),
+    }
+    simd: bool = True
+
+    # ------------------------------------------------------------------ module
+    def render(self, k: ir.KernelIR) -> str:
+        from .simd import VectorBody, lane_safe
+
+        k = lower_f16(k)
+        self.kernel = k
+        self.temps: list[tuple[str, str]] = []
+        functions = [self.render_function(f) for f in self.functions(k)]
+        self.kernel = k
+        self.temps = []
+        self.in_function = False
+        self.labels = 0
+        n = k.output.size
+        params = " ".join(
+            ["(param $lo i32) (param $hi i32) (param $out i32)"]
+            + [f"(param $in{i} i32)" for i in range(len(k.inputs))]
+        )
+        locals_ = [f"(local $v_{v.name} {VAL[v.type]})" for v in k.locals]
+        resets = [f"(local.set $v_{v.name} {const_text(0, v.type)})" for v in k.locals]
+        body = self.block(k.body)
+        vector: list[str] = []
+        if self.simd and lane_safe(k, self.storage_dtype):
+            vb = VectorBody(self, k)
+            vector = vb.loop()
+            locals_ += vb.locals()
+        lines = [
+            f";; {k.name} from {k.source} [{k.key}]",
+            "(module",
+            '  (import "env" "memory" (memory 1 65536 shared))',
+            *functions,
+            f'  (func (export "run") {params}',
+            "    (local $gid i32) "
+            + " ".join(locals_ + [f"(local {n_} {t})" for n_, t in self.temps]),
+            f"    (if (i32.gt_s (local.get $hi) (i32.const {n}))",
+            f"      (then (local.set $hi (i32.const {n}))))",
+            "    (local.set $gid (local.get $lo))",
+            *["    " + x for x in vector],
+            "    (block $done (loop $each",
+            "      (br_if $done (i32.ge_s (local.get $gid) (local.get $hi)))",
+            "      (block $next",
+            *["        " + x for x in resets + body],
+            "      )",
+            "      (local.set $gid (i32.add (local.get $gid) (i32.const 1)))",
+            "      (br $each)))",
+            "  )",
+            ")",
+        ]
+        return "\n".join(lines) + "\n"
+
+    def render_function(self, f: ir.Function) -> str:
+        self.kernel = None  # type: ignore[assignment]
+        self.temps = []
+        self.in_function = True
+        self.labels = 0
+        body = self.block(f.body)
+        params = " ".join(f"(param $v_{p.name} {VAL[p.type]})" for p in f.params)
+        locals_ = [f"(local $v_{v.name} {VAL[v.type]})" for v in f.locals]
+        locals_ += [f"(local {n} {t})" for n, t in self.temps]
+        lines = [f"  (func ${f.name} {params} (result {VAL[f.ret]}) {' '.join(locals_)}"]
+        lines += ["    " + x for x in body] + ["    unreachable)"]
+        return "\n".join(lines)
+
+    def temp(self, t: str) -> str:
+        name = f"$t{len(self.temps)}"
+        self.temps.append((name, t))
+        return name
+
+    # ------------------------------------------------------------------ statements
+    def block(self, stmts: tuple[ir.Stmt, ...]) -> list[str]:
+        out: list[str] = []
+        for s in stmts:
+            if isinstance(s, ir.Assign):
+                out.append(f"(local.set $v_{s.var.name} {self.expr(s.value)})")
+            elif isinstance(s, ir.Return):
+                if self.in_function:
+                    out.append(f"(return {self.expr(s.value)})")
+                else:
+                    out.append(self.store(s.value))
+                    out.append("(br $next)")
+            elif isinstance(s, ir.If):
+                out.append(f"(if {self.expr(s.cond)} (then")
+                out += ["  " + x for x in self.block(s.then)]
+                if s.orelse:
+                    out.append(") (else")
+                    out += ["  " + x for x in self.block(s.orelse)]
+                out.append("))")
+            elif isinstance(s, ir.For):
+                out += self.loop(s)
+            else:
+                raise NotImplementedError(type(s).__name__)
+        return out
+
+    def loop(self, s: ir.For) -> list[str]:
+        """``range(start, stop, step)`` with a hidden counter, so the body may assign ``var``."""
+        vt = VAL[s.var.type]
+        i, stop = self.temp(vt), self.temp(vt)
+        self.labels += 1
+        b, lp = f"$b{self.labels}", f"$l{self.labels}"
+        sign = "" if s.var.type == T.i64 else ("_u" if _unsigned(s.var.type) else "_s")
+        done = f"{vt}.ge{sign}" if s.step > 0 else f"{vt}.le{sign}"
+        return [
+            f"(local.set {i} {self.expr(s.start)})",
+            f"(local.set {stop} {self.expr(s.stop)})",
+            f"(block {b} (loop {lp}",
+            f"  (br_if {b} ({done} (local.get {i}) (local.get {stop})))",
+            f"  (local.set $v_{s.var.name} (local.get {i}))",
+            *["  " + x for x in self.block(s.body)],
+            f"  (local.set {i} ({vt}.add (local.get {i}) ({vt}.const {s.step})))",
+            f"  (br {lp})))",
+        ]
+
+    def store(self, value: ir.Expr) -> str:
+        k = self.kernel
+        storage = self.storage_dtype(k.output.dtype)
+        _, op, shift = MEMORY_OPS[storage]
+        text = self.expr(value)
+        if value.type == T.i64 and not op.startswith("i64"):
+            text = f"(i32.wrap_i64 {text})"
+        return f"({op} {self.address('$out', '(local.get $gid)', shift)} {text})"
+
+    @staticmethod
+    def address(base: str, index: str, shift: int) -> str:
+        scaled = index if shift == 0 else f"(i32.shl {index} (i32.const {shift}))"
+        return f"(i32.add (local.get {base}) {scaled})"
+
+    # ------------------------------------------------------------------ expressions
+    def clamped_index(self, e: ir.Load) -> str:
+        k = self.kernel
+        size = k.inputs[e.buffer].size
+        if isinstance(e.index, ir.GlobalIndex) and k.output.size <= size:
+            return "(local.get $gid)"
+        return self.clamp(self.expr(e.index), size)
+
+    def clamp(self, index: str, size: int) -> str:
+        """``index`` limited to [0, size - 1]."""
+        t = self.temp("i32")
+        top = max(size - 1, 0)
+        inner = (
+            f"(select (i32.const {top}) (local.tee {t} {index}) "
+            f"(i32.gt_s (local.get {t}) (i32.const {top})))"
+        )
+        return f"(select (i32.const 0) {inner} (i32.lt_s (local.get {t}) (i32.const 0)))"
+
+    def expr(self, e: ir.Expr) -> str:
+        if isinstance(e, ir.Const):
+            return const_text(e.value, e.type)
+        if isinstance(e, ir.Var):
+            return f"(local.get $v_{e.name})"
+        if isinstance(e, ir.GlobalIndex):
+            return "(local.get $gid)"
+        if isinstance(e, ir.Load):
+            storage = self.storage_dtype(self.kernel.inputs[e.buffer].dtype)
+            op, _, shift = MEMORY_OPS[storage]
+            value = f"({op} {self.address(f'$in{e.buffer}', self.clamped_index(e), shift)})"
+            return value if op.startswith(VAL[e.type]) else f"(i64.extend_i32_s {value})"
+        if isinstance(e, ir.Unary):
+            x = self.expr(e.x)
+            if e.op == "not":
+                return f"(i32.eqz {x})"
+            if e.op == "invert":
+                return f"({VAL[e.type]}.xor {x} ({VAL[e.type]}.const -1))"
+            if e.type.is_float:
+                return f"(f32.neg {x})"
+            return f"({VAL[e.type]}.sub ({VAL[e.type]}.const 0) {x})"
+        if isinstance(e, ir.Binary):
+            return f"({self.binary_op(e)} {self.expr(e.a)} {self.expr(e.b)})"
+        if isinstance(e, ir.Select):
+            return f"(select {self.expr(e.a)} {self.expr(e.b)} {self.expr(e.cond)})"
+        if isinstance(e, ir.Cast):
+            return self.cast(self.expr(e.x), e.x.type, e.type)
+        if isinstance(e, ir.Bitcast):
+            x = self.expr(e.x)
+            if e.type.is_float:
+                return f"(f32.reinterpret_i32 {x})"
+            return f"(i32.reinterpret_f32 {x})" if e.x.type.is_float else x
+        if isinstance(e, ir.Call):
+            return self.call(e, [self.expr(a) for a in e.args])
+        raise NotImplementedError(type(e).__name__)
+
+    def cast(self, x: str, src: ScalarType, dst: ScalarType) -> str:
+        if dst == T.bool:
+            return f"({VAL[src]}.ne {x} {const_text(0, src)})"
+        for op in cast_ops(src, dst):
+            x = f"({op} {x})"
+        return x
+
+    def binary_op(self, e: ir.Binary) -> str:
+        t = e.a.type
+        vt = VAL[t]
+        if e.op in ("div", "mod") and t.is_int and not self.in_function:
+            b = e.b
+            if not (isinstance(b, ir.Const) and b.value not in (0, -1)):
+                raise KernelTypeError(
+                    f"wasm: integer {e.op} by a non-constant divisor reached the "
+                    "renderer; it must go through floordiv/truncdiv (would trap)"
+                )
+        if t.is_float:
+            if e.op not in _FLOAT:
+                raise KernelTypeError(f"wasm: float operator {e.op!r}")
+            return f"f32.{_FLOAT[e.op]}"
+        if e.op in _ARITH:
+            return f"{vt}.{_ARITH[e.op]}"
+        return f"{vt}.{_SIGNED[e.op]}{'_u' if _unsigned(t) else '_s'}"
+
+    def call(self, e: ir.Call, args: list[str]) -> str:
+        t = e.args[0].type
+        if self.is_native(e.fn, t):
+            if e.fn in _NATIVE_FLOAT:
+                return f"({_NATIVE_FLOAT[e.fn]} {' '.join(args)})"
+            if e.fn == "isnan":
+                x = self.temp("f32")
+                return f"(f32.ne (local.tee {x} {args[0]}) (local.get {x}))"
+            cmp = "f32.eq" if e.fn == "isinf" else "f32.lt"
+            return f"({cmp} (f32.abs {args[0]}) (f32.const inf))"
+        return f"(call ${function_name(e.fn, t)} {' '.join(args)})"

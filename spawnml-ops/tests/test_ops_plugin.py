@@ -1,0 +1,19 @@
+"""The built-in operator set registers through its entry point."""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+from spawnml.plugins import PluginManager
+
+
+def test_ops_plugin_loads_through_its_entry_point() -> None:
+    pm = PluginManager()
+    pm.load_entry_points(only={"ops"})
+    (record,) = pm.records
+    assert record.loaded and not record.error, record.error
+    assert (record.distribution, record.version) == ("spawnml-ops", metadata.version("spawnml-ops"))
+    assert record.hooks == ["spawnml_register_ops"]
+    registered: list[object] = []
+    pm.hook.spawnml_register_ops(register=registered.append)
+    assert registered == []  # operators arrive with the op-set issues
