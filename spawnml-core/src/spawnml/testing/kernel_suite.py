@@ -701,6 +701,13 @@ def unsupported_reason(backend: Backend, case: KernelCase) -> str | None:
     caps = backend.capabilities
     if case.needs_int64_range and DType.int64 not in caps.dtypes:
         return f"{backend.name} stores int64 as int32 (capabilities); values exceed int32"
+    if caps.extras.get("flushes_denormals"):
+        # GLSL ES 3.00 (4.5.1) lets shaders flush subnormals to zero; such a backend declares it.
+        tiny = np.finfo(np.float32).tiny
+        for name, array in case.inputs.items():
+            a = np.asarray(array)
+            if a.dtype.kind == "f" and np.any((a != 0) & (np.abs(a) < tiny)):
+                return f"input {name!r} holds subnormal floats; {backend.name} flushes them to zero"
     return None
 
 
