@@ -16,4 +16,18 @@ def test_ops_plugin_loads_through_its_entry_point() -> None:
     assert record.hooks == ["spawnml_register_ops"]
     registered: list[object] = []
     pm.hook.spawnml_register_ops(register=registered.append)
-    assert registered == []  # operators arrive with the op-set issues
+    names = {op.op_type for op in registered}
+    assert {"Relu", "Add"} <= names
+
+
+def test_registry_finds_ops_by_opset() -> None:
+    import pytest
+
+    from spawnml.errors import UnsupportedOpError
+    from spawnml.registry import find_op
+
+    assert find_op("", "Relu", 13).op_type == "Relu"
+    with pytest.raises(UnsupportedOpError, match="opset 5"):
+        find_op("", "Relu", 5)
+    with pytest.raises(UnsupportedOpError, match="not implemented"):
+        find_op("com.example", "Nope", 1)

@@ -173,7 +173,7 @@ class Backend(abc.ABC):
             return dt
         if dt is DType.int64 and DType.int32 in native:
             return DType.int32
-        if dt is DType.float16 and DType.float32 in native:
+        if dt in (DType.float16, DType.float64) and DType.float32 in native:
             return DType.float32
         if dt is DType.bool:
             for alt in (DType.uint8, DType.uint32, DType.int32):

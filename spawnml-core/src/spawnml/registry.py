@@ -16,8 +16,10 @@ _instances: dict[str, Backend] = {}
 
 
 def reset() -> None:
-    global _backend_classes
+    global _backend_classes, _ops, _kernels
     with _lock:
+        _ops = None
+        _kernels = None
         for instance in _instances.values():
             instance.close()
         _instances.clear()
@@ -100,3 +102,73 @@ def get_backend(name: str, **options: Any) -> Backend:
         if not options:
             _instances[name] = instance
         return instance
+
+
+# -- operators ---------------------------------------------------------------------------
+
+_ops: dict[tuple[str, str], list[Any]] | None = None
+
+
+def op_definitions() -> dict[tuple[str, str], list[Any]]:
+    """Registered OpDefs by (domain, op_type), each list ordered by ``since_version``."""
+    global _ops
+    with _lock:
+        if _ops is None:
+            from .op import OpDef
+
+            found: dict[tuple[str, str], list[Any]] = {}
+
+            def register(op: Any) -> None:
+                if isinstance(op, type):
+                    op = op()
+                if not isinstance(op, OpDef):
+                    raise PluginError(f"register_ops got {op!r}, not an OpDef")
+                key = ("" if op.domain == "ai.onnx" else op.domain, op.op_type)
+                found.setdefault(key, []).append(op)
+
+            get_plugin_manager().hook.spawnml_register_ops(register=register)
+            for defs in found.values():
+                defs.sort(key=lambda d: d.since_version)
+            _ops = found
+        return _ops
+
+
+def find_op(domain: str, op_type: str, opset: int) -> Any:
+    """The OpDef implementing ``op_type`` at ``opset``, or UnsupportedOpError saying why."""
+    from .errors import UnsupportedOpError
+
+    domain = "" if domain == "ai.onnx" else domain
+    defs = op_definitions().get((domain, op_type))
+    if not defs:
+        where = f"domain {domain!r}" if domain else "the ai.onnx domain"
+        raise UnsupportedOpError(f"operator {op_type!r} of {where} is not implemented")
+    for d in reversed(defs):
+        if d.supports_opset(opset):
+            return d
+    ranges = ", ".join(repr(d) for d in defs)
+    raise UnsupportedOpError(f"{op_type} at opset {opset} is not implemented (have: {ranges})")
+
+
+_kernels: dict[tuple[str, str, str], list[Any]] | None = None
+
+
+def backend_kernels(backend: str, domain: str, op_type: str) -> list[Any]:
+    """Backend-specific kernels registered for an op (``spawnml_register_kernels``)."""
+    global _kernels
+    with _lock:
+        if _kernels is None:
+            from .op import BackendKernel
+
+            found: dict[tuple[str, str, str], list[Any]] = {}
+
+            def register(k: Any) -> None:
+                if isinstance(k, type):
+                    k = k()
+                if not isinstance(k, BackendKernel):
+                    raise PluginError(f"register_kernels got {k!r}, not a BackendKernel")
+                dom = "" if k.domain == "ai.onnx" else k.domain
+                found.setdefault((k.backend, dom, k.op_type), []).append(k)
+
+            get_plugin_manager().hook.spawnml_register_kernels(register=register)
+            _kernels = found
+        return _kernels.get((backend, "" if domain == "ai.onnx" else domain, op_type), [])

@@ -1,13 +1,27 @@
-"""Entry point of the built-in operator set."""
+"""Entry point of the built-in operator set: registers every family's OPS."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
 from spawnml import hookimpl
 
+# One module per op family; each exports OPS (OpDef classes). Add new families here.
+FAMILIES = ["elementwise", "binary"]
+
+
+def all_ops() -> list[Any]:
+    ops = []
+    for name in FAMILIES:
+        module = importlib.import_module(f"spawnml_ops.{name}")
+        ops.extend(module.OPS)
+    return ops
+
 
 @hookimpl
 def spawnml_register_ops(register: Callable[[Any], None]) -> None:
-    """Register every built-in OpDef (none yet: operators arrive with the op-set issues)."""
+    """Register every built-in OpDef."""
+    for op in all_ops():
+        register(op)

@@ -404,6 +404,8 @@ def _param_kind(src: _Source, param: inspect.Parameter) -> str:
         return "output"
     if ann in (int, float, bool, tuple) or ann in ("int", "float", "bool", "tuple"):
         return "const"
+    if ann is Helper or ann == "Helper":
+        return "const"
     if getattr(ann, "__origin__", None) is tuple or (
         isinstance(ann, str) and ann.startswith("tuple")
     ):
@@ -413,7 +415,7 @@ def _param_kind(src: _Source, param: inspect.Parameter) -> str:
     raise src.error(
         node,
         f"parameter {param.name!r} has {found}; kernel parameters must be annotated Tensor, "
-        "Output, int, float, bool or tuple",
+        "Output, int, float, bool, tuple or Helper",
     )
 
 

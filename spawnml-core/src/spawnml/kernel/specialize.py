@@ -1099,6 +1099,10 @@ def _check_const(k: Kernel, name: str, value: Any) -> Any:
     ann = k.signature.parameters[name].annotation
     ann_name = ann if isinstance(ann, str) else getattr(ann, "__name__", str(ann))
     where = f"kernel {k.name!r} ({k.location})"
+    if ann_name == "Helper":
+        if not isinstance(value, Helper):
+            raise KernelTypeError(f"{where}: constant {name!r} must be a @helper, got {value!r}")
+        return value
     if ann_name == "bool":
         if not isinstance(value, bool | np.bool_):
             raise KernelTypeError(f"{where}: constant {name!r} must be a bool, got {value!r}")

@@ -57,10 +57,11 @@ u32 = ScalarType.u32
 i64 = ScalarType.i64
 boolean = ScalarType.bool
 
-# Storage dtype -> the type a read produces. Narrow integers compute as i32.
+# Storage dtype -> the type a read produces. Narrow integers compute as i32; float64 is
+# computed as f32 (documented in docs/kernels.md: kernels have no double precision).
 _COMPUTE = {
     DType.float32: f32, DType.float16: f16, DType.int32: i32, DType.uint32: u32,
-    DType.int64: i64, DType.bool: boolean, DType.int8: i32, DType.int16: i32,
+    DType.int64: i64, DType.bool: boolean, DType.float64: f32, DType.int8: i32, DType.int16: i32,
     DType.uint8: i32, DType.uint16: i32,
 }
 

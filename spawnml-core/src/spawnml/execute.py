@@ -1,0 +1,133 @@
+"""Run a node's lowering on a backend: specialise and compile once, launch many times."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .backend import Backend, Buffer
+from .dtypes import dtype as as_dtype
+from .errors import InvalidInputError
+from .op import Data, HostOnly, In, Lowering, Node, OpDef, Out, Ref, TensorInfo, Tmp
+from .tensor import DeviceTensor
+
+
+@dataclass
+class _Step:
+    program: Any
+    inputs: list[Ref]
+    output: Out | Tmp
+    size: int
+
+
+class PreparedLowering:
+    """A lowering specialised for concrete shapes and compiled on one backend."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        lowering: Lowering,
+        inputs: Sequence[TensorInfo | None],
+        outputs: Sequence[TensorInfo],
+    ) -> None:
+        self.backend = backend
+        self.lowering = lowering
+        self.temps = list(lowering.temps)
+        self._data: dict[int, DeviceTensor] = {}
+        self.steps: list[_Step] = []
+
+        def info(ref: Ref) -> TensorInfo:
+            if isinstance(ref, In):
+                found = inputs[ref.index]
+                if found is None:
+                    raise InvalidInputError(f"launch reads omitted input {ref.index}")
+                return found
+            if isinstance(ref, Out):
+                return outputs[ref.index]
+            if isinstance(ref, Tmp):
+                return self.temps[ref.index]
+            return TensorInfo(as_dtype(ref.array.dtype), tuple(ref.array.shape))
+
+        for launch in lowering.launches:
+            ins = [info(r) for r in launch.inputs]
+            out = info(launch.output)
+            spec = launch.kernel.specialize(
+                [(i.shape, i.dtype) for i in ins], (out.shape, out.dtype), **launch.consts
+            )
+            program = backend.compile(spec)
+            for ref in launch.inputs:
+                if isinstance(ref, Data) and id(ref.array) not in self._data:
+                    self._data[id(ref.array)] = DeviceTensor.from_numpy(backend, ref.array)
+            self.steps.append(_Step(program, launch.inputs, launch.output, spec.output.size))
+
+    def run(self, inputs: Sequence[DeviceTensor | None], outputs: Sequence[DeviceTensor]) -> None:
+        """Queue every launch; temporaries are freed (returned to the pool) afterwards."""
+        temps = [DeviceTensor.empty(self.backend, t.shape, t.dtype) for t in self.temps]  # type: ignore[arg-type]
+        try:
+
+            def buffer(ref: Ref) -> Buffer:
+                if isinstance(ref, In):
+                    tensor = inputs[ref.index]
+                    assert tensor is not None
+                    return tensor.buffer
+                if isinstance(ref, Out):
+                    return outputs[ref.index].buffer
+                if isinstance(ref, Tmp):
+                    return temps[ref.index].buffer
+                return self._data[id(ref.array)].buffer
+
+            for step in self.steps:
+                if step.size:
+                    self.backend.launch(
+                        step.program, buffer(step.output), [buffer(r) for r in step.inputs]
+                    )
+        finally:
+            for t in temps:
+                t.close()
+
+    def close(self) -> None:
+        for t in self._data.values():
+            t.close()
+        self._data.clear()
+
+
+def run_node(
+    backend: Backend, op: OpDef, node: Node, inputs: Sequence[np.ndarray | None]
+) -> list[np.ndarray]:
+    """Run one node on ``backend`` from host arrays (op development and tests).
+
+    Only the inputs listed in ``op.value_inputs`` have their values known at planning time,
+    as in a session where they are constants."""
+    arrays = [None if a is None else np.asarray(a) for a in inputs]
+    infos = [None if a is None else TensorInfo(as_dtype(a.dtype), tuple(a.shape)) for a in arrays]
+    values = [a if i in op.value_inputs else None for i, a in enumerate(arrays)]
+    outs = op.infer(node, infos, values)
+    if op.host_only:
+        return op.reference(node, arrays)
+    try:
+        lowering = op.lower(node, infos, outs, values)
+    except HostOnly:
+        raise
+    prepared = PreparedLowering(backend, lowering, infos, outs)
+    in_tensors = [None if a is None else DeviceTensor.from_numpy(backend, a) for a in arrays]
+    out_tensors: list[DeviceTensor] = []
+    for i, o in enumerate(outs):
+        if i in lowering.aliases:
+            src = in_tensors[lowering.aliases[i]]
+            assert src is not None
+            out_tensors.append(src.reshape(o.shape))  # type: ignore[arg-type]
+        else:
+            out_tensors.append(DeviceTensor.empty(backend, o.shape, o.dtype))  # type: ignore[arg-type]
+    try:
+        prepared.run(in_tensors, out_tensors)
+        return [t.numpy() for t in out_tensors]
+    finally:
+        for t in out_tensors:
+            t.close()
+        for t in in_tensors:
+            if t is not None:
+                t.close()
+        prepared.close()

@@ -1,0 +1,237 @@
+"""The operator contract: what an operator definition (OpDef) provides.
+
+An OpDef says which ONNX op and opsets it implements, how to check attributes and infer
+output shapes and dtypes (``infer``), what the right answer is (``reference``, numpy: the
+truth the conformance suite compares against), and how to compute it on a device
+(``lower``: a short list of kernel launches written in the kernel language).
+
+Shapes are concrete at lowering time: the session specialises its plan per distinct set of
+input shapes. Inputs whose *values* are known when planning (initializers, folded
+constants) are passed as ``values`` so ops such as Reshape or Slice turn them into
+compile-time constants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .dtypes import DType
+from .errors import InvalidModelError, UnsupportedOpError
+from .kernel.frontend import Kernel
+
+Dim = int | str | None  # a concrete size, a symbolic name, or unknown
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """The static description of a value: dtype and (possibly symbolic) shape."""
+
+    dtype: DType
+    shape: tuple[Dim, ...] | None  # None: unknown rank
+
+    @property
+    def is_static(self) -> bool:
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+    @property
+    def size(self) -> int:
+        assert self.is_static, self
+        n = 1
+        for d in self.shape or ():
+            n *= int(d)  # type: ignore[arg-type]
+        return n
+
+
+@dataclass
+class Node:
+    """One operator application in a graph."""
+
+    op_type: str
+    inputs: list[str]  # "" marks an omitted optional input
+    outputs: list[str]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    name: str = ""
+    domain: str = ""
+    opset: int = 0  # the model's opset for this node's domain
+    subgraphs: dict[str, Any] = field(default_factory=dict)  # attribute name -> Graph
+
+    def describe(self) -> str:
+        return f"{self.op_type} node {self.name!r}" if self.name else f"{self.op_type} node"
+
+
+# -- references used by lowerings ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class In:
+    """The node's input number ``index``."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class Out:
+    """The node's output number ``index``."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class Tmp:
+    """Temporary number ``index`` of the lowering (see ``Lowering.temps``)."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class Data:
+    """A constant array made by the lowering (uploaded once, e.g. a lookup table)."""
+
+    array: np.ndarray
+
+    def __hash__(self) -> int:
+        return id(self.array)
+
+
+Ref = In | Out | Tmp | Data
+
+
+@dataclass
+class Launch:
+    """One kernel launch: ``kernel(inputs..., out=output, **consts)``."""
+
+    kernel: Kernel
+    inputs: list[Ref]
+    output: Out | Tmp
+    consts: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Lowering:
+    """How a node runs on a device: launches over its inputs, outputs and temporaries.
+
+    ``aliases`` maps an output index to an input index whose buffer it shares (a reshape
+    of a contiguous tensor is a view, never a copy)."""
+
+    launches: list[Launch] = field(default_factory=list)
+    temps: list[TensorInfo] = field(default_factory=list)
+    aliases: dict[int, int] = field(default_factory=dict)
+
+    def temp(self, dtype: DType, shape: Sequence[int]) -> Tmp:
+        self.temps.append(TensorInfo(dtype, tuple(int(d) for d in shape)))
+        return Tmp(len(self.temps) - 1)
+
+    def launch(
+        self, kernel: Kernel, inputs: Sequence[Ref], output: Out | Tmp, **consts: Any
+    ) -> None:
+        self.launches.append(Launch(kernel, list(inputs), output, consts))
+
+
+class HostOnly(UnsupportedOpError):
+    """Raised by ``lower`` when this node must compute on the host (data-dependent output
+    shapes, or inputs whose values are needed but unknown when planning)."""
+
+
+class OpDef:
+    """Base class of operator definitions. Subclasses set the class attributes and
+    implement ``infer``, ``reference`` and (unless ``host_only``) ``lower``."""
+
+    domain: ClassVar[str] = ""
+    op_type: ClassVar[str]
+    since_version: ClassVar[int] = 1
+    until_version: ClassVar[int | None] = None  # exclusive
+    host_only: ClassVar[bool] = False
+    """Computed on the host by ``reference`` (declared, and shown in placement reports)."""
+    value_inputs: ClassVar[tuple[int, ...]] = ()
+    """Inputs whose values (not just shapes) are needed to infer or lower (e.g. Reshape's shape)."""
+
+    def supports_opset(self, version: int) -> bool:
+        return self.since_version <= version and (
+            self.until_version is None or version < self.until_version
+        )
+
+    def infer(
+        self, node: Node, inputs: Sequence[TensorInfo | None], values: Sequence[np.ndarray | None]
+    ) -> list[TensorInfo]:
+        """Output dtypes and shapes; raise InvalidModelError for invalid attributes/shapes."""
+        raise NotImplementedError
+
+    def reference(self, node: Node, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        """The numpy truth for this node."""
+        raise NotImplementedError
+
+    def cases(self) -> list[OpCase]:
+        """Conformance cases beyond the official ONNX ones: broadcasting, size-0/1 dims,
+        negative axes, NaN/±Inf, every attribute variant (see spawnml-conformance)."""
+        return []
+
+    def lower(
+        self,
+        node: Node,
+        inputs: Sequence[TensorInfo | None],
+        outputs: Sequence[TensorInfo],
+        values: Sequence[np.ndarray | None],
+    ) -> Lowering:
+        """The kernel launches computing the node for these concrete shapes."""
+        raise HostOnly(f"{node.describe()}: {self.op_type} has no device kernel")
+
+    # -- helpers for subclasses -----------------------------------------------------------
+    def attr(self, node: Node, name: str, default: Any = None, *, required: bool = False) -> Any:
+        if name in node.attrs:
+            return node.attrs[name]
+        if required:
+            raise InvalidModelError(f"{node.describe()}: missing required attribute {name!r}")
+        return default
+
+    def fail(self, node: Node, message: str) -> InvalidModelError:
+        return InvalidModelError(f"{node.describe()}: {message}")
+
+    def __repr__(self) -> str:
+        until = "" if self.until_version is None else f"..{self.until_version - 1}"
+        domain = self.domain or "ai.onnx"
+        return f"<OpDef {domain}::{self.op_type} opset {self.since_version}{until}>"
+
+
+@dataclass
+class OpCase:
+    """A conformance case an op declares: inputs, attributes and what the case probes.
+
+    ``value_inputs`` lists inputs whose values are known at planning time (constants)."""
+
+    name: str
+    inputs: list[np.ndarray | None]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    opset: int | None = None
+    rtol: float = 1e-5
+    atol: float = 1e-6
+    n_outputs: int = 1
+
+
+class BackendKernel:
+    """A backend-specific implementation of an op (e.g. BLAS convolution on cpu), tried
+    before the portable lowering; registered with ``spawnml_register_kernels``."""
+
+    backend: ClassVar[str]
+    domain: ClassVar[str] = ""
+    op_type: ClassVar[str]
+
+    def supports(
+        self, node: Node, inputs: Sequence[TensorInfo | None], outputs: Sequence[TensorInfo]
+    ) -> bool:
+        """Whether this kernel handles the node with these dtypes/shapes/attributes."""
+        return True
+
+    def prepare(
+        self,
+        backend: Any,
+        node: Node,
+        inputs: Sequence[TensorInfo | None],
+        outputs: Sequence[TensorInfo],
+        values: Sequence[np.ndarray | None],
+    ) -> Any:
+        """A callable ``run(inputs: list[DeviceTensor | None], outputs: list[DeviceTensor])``."""
+        raise NotImplementedError

@@ -1,0 +1,97 @@
+"""What many operators share: shape helpers, attribute checks and generic kernels."""
+
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from spawnml.dtypes import DType
+from spawnml.errors import InvalidModelError
+from spawnml.kernel import Helper, Output, Tensor, helper, kernel, static_range
+from spawnml.op import Node, TensorInfo
+
+# -------------------------------------------------------------------------------- shapes
+
+
+def broadcast_shapes(node: Node, *shapes: Sequence[int | str | None] | None) -> tuple | None:
+    """numpy broadcasting of (possibly symbolic) shapes; None if a rank is unknown."""
+    if any(s is None for s in shapes):
+        return None
+    rank = max((len(s) for s in shapes), default=0)  # type: ignore[arg-type]
+    out: list[int | str | None] = []
+    for i in range(rank):
+        dims = {s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0}  # type: ignore[arg-type]
+        dims.discard(1)
+        if not dims:
+            out.append(1)
+        elif len(dims) == 1:
+            out.append(dims.pop())
+        elif all(isinstance(d, int) for d in dims):
+            raise InvalidModelError(f"{node.describe()}: shapes {[tuple(s) for s in shapes]} "  # type: ignore[arg-type]
+                                    "do not broadcast")
+        else:
+            ints = [d for d in dims if isinstance(d, int)]
+            out.append(ints[0] if ints else None)
+    return tuple(out)
+
+
+def normalize_axis(node: Node, axis: int, rank: int) -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise InvalidModelError(f"{node.describe()}: axis {axis} is out of range for rank {rank}")
+    return axis % max(rank, 1)
+
+
+def same_dtype(node: Node, infos: Sequence[TensorInfo | None]) -> DType:
+    dts = {i.dtype for i in infos if i is not None}
+    if len(dts) != 1:
+        raise InvalidModelError(f"{node.describe()}: inputs must share one dtype, found "
+                                f"{sorted(str(d) for d in dts)}")
+    return dts.pop()
+
+
+def static_shape(info: TensorInfo) -> tuple[int, ...]:
+    assert info.is_static, info
+    return tuple(int(d) for d in info.shape)  # type: ignore[arg-type, union-attr]
+
+
+# -------------------------------------------------------------------------------- kernels
+
+
+@helper
+def broadcast_offset(x, out):
+    """Flat offset of the element of ``x`` that broadcasts to this output element."""
+    off = 0
+    for d in static_range(x.ndim):
+        od = d + out.ndim - x.ndim
+        if x.shape[d] != 1:
+            off = off + out.index[od] * x.strides[d]
+    return off
+
+
+@kernel
+def unary_map(x: Tensor, out: Output, fn: Helper):
+    """out = fn(x) elementwise."""
+    return fn(x.flat[out.flat])
+
+
+@kernel
+def unary_map_params(x: Tensor, out: Output, fn: Helper, params: tuple):
+    """out = fn(x, params) elementwise; ``params`` are the op's float attributes."""
+    return fn(x.flat[out.flat], params)
+
+
+@kernel
+def binary_map(a: Tensor, b: Tensor, out: Output, fn: Helper):
+    """out = fn(a, b) with numpy broadcasting."""
+    return fn(a.flat[broadcast_offset(a, out)], b.flat[broadcast_offset(b, out)])
+
+
+@kernel
+def copy(x: Tensor, out: Output):
+    return x.flat[out.flat]
+
+
+def as_numpy_dtype(info: TensorInfo) -> np.dtype:
+    return info.dtype.numpy
