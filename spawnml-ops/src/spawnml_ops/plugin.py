@@ -9,7 +9,12 @@ from typing import Any
 from spawnml import hookimpl
 
 # One module per op family; each exports OPS (OpDef classes). Add new families here.
-FAMILIES = ["elementwise", "binary"]
+FAMILIES = [
+    "elementwise", "binary", "logic", "cast",  # math, activations, comparisons, casts
+    "linalg", "conv", "pool", "norm",  # MatMul/Gemm/Einsum, Conv*, pooling, normalisation
+    "reduce", "softmax", "shape", "movement", "resize",  # reductions, data movement
+    "generators", "quant", "rnn",  # constants and generators, quantisation, recurrent
+]
 
 
 def all_ops() -> list[Any]:
