@@ -115,6 +115,19 @@ _MATH_CONSTANTS = {"pi", "e", "tau", "inf", "nan"}
 _MATH_FUNCTIONS = set(INTRINSICS) | {"fabs", "isfinite"}
 
 
+def _body_without_docstring(fn: ast.FunctionDef) -> list[ast.stmt]:
+    """A function's statements after its docstring."""
+    body = fn.body
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
+        return body[1:]
+    return body
+
+
 class _SyntaxChecker(ast.NodeVisitor):
     """Rejects everything outside the kernel language, at decoration time."""
 
@@ -134,14 +147,7 @@ class _SyntaxChecker(ast.NodeVisitor):
                 "*args, **kwargs and keyword-only parameters are not allowed; "
                 "list every parameter explicitly",
             )
-        body = fn.body
-        if (
-            body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            body = body[1:]  # docstring
+        body = _body_without_docstring(fn)
         if not body:
             self.fail(fn, "the body is empty; a kernel must return the output element's value")
         for stmt in body:

@@ -13,7 +13,7 @@ import numpy as np
 from ..dtypes import DType, dtype as as_dtype
 from ..errors import InvalidInputError
 from . import ir
-from .frontend import _Source
+from .frontend import _body_without_docstring, _Source  # noqa: F401  (re-exported)
 from .types import ScalarType
 
 _MAX_UNROLL = 4096
@@ -173,18 +173,6 @@ def _describe(v: Any) -> str:
     if _is_const(v):
         return f"the constant {v!r}"
     return f"a {type(v).__name__}"
-
-
-def _body_without_docstring(fn: ast.FunctionDef) -> list[ast.stmt]:
-    body = fn.body
-    if (
-        body
-        and isinstance(body[0], ast.Expr)
-        and isinstance(body[0].value, ast.Constant)
-        and isinstance(body[0].value.value, str)
-    ):
-        return body[1:]
-    return body
 
 
 def _always_returns(stmts: Sequence[ir.Stmt]) -> bool:
