@@ -1,44 +1,119 @@
-"""Binary operators with numpy broadcasting."""
+"""Binary and variadic arithmetic with numpy broadcasting: Add, Sub, Mul, Div, Mod, Pow,
+Min, Max, Sum, Mean. ``BinaryOp`` is also the base of the comparisons and logic ops."""
 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
 from spawnml.dtypes import DType
-from spawnml.kernel import Helper, helper
-from spawnml.op import In, Lowering, Node, OpDef, Out, TensorInfo
+from spawnml.kernel import Helper, cast, cast_like, f32, helper
+from spawnml.op import In, Lowering, Node, OpCase, OpDef, Out, TensorInfo
 
-from .common import binary_map, broadcast_shapes, same_dtype
+from .common import (
+    binary_map,
+    broadcast_shapes,
+    check_dtype,
+    copy,
+    fold_binary,
+    present_inputs,
+    same_dtype,
+    unary_map_params,
+)
+from .unary_base import FLOATS, NUMERIC, sample
 
-NUMERIC = (DType.float32, DType.float16, DType.float64, DType.int32, DType.int64,
-           DType.uint8, DType.int8, DType.uint32, DType.int16, DType.uint16)
+# ruff: noqa: F821  (intrinsics such as fmod, pow, truncdiv are resolved by the kernel front end)
+
+_CASE_DTYPES = (DType.float16, DType.float64, DType.int8, DType.int16, DType.int32, DType.int64,
+                DType.uint8, DType.uint16, DType.uint32, DType.bool)
+
+
+def sample_pair(dt: DType, lo: float, hi: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    if dt.is_unsigned_int:
+        lo = max(lo, 0)
+    return (sample((3, 4), dt.numpy, lo, hi, seed), sample((4,), dt.numpy, lo, hi, seed + 1))
 
 
 class BinaryOp(OpDef):
-    fn: Helper
-    numpy_fn: Callable[[np.ndarray, np.ndarray], np.ndarray]
-    dtypes: Sequence[DType] = NUMERIC
+    """Two same-dtype inputs broadcast together; ``fn`` computes one element."""
 
-    def infer(self, node: Node, inputs: Sequence[TensorInfo | None], values) -> list[TensorInfo]:
+    fn: Helper
+    numpy_fn: Callable[..., np.ndarray]
+    dtypes: Sequence[DType] = NUMERIC
+    out_dtype: ClassVar[DType | None] = None  # None: the inputs' dtype
+    value_range: ClassVar[tuple[float, float]] = (-10.0, 10.0)
+    tol: ClassVar[dict[str, float]] = {"rtol": 1e-6, "atol": 1e-6}
+
+    def check(self, node: Node, inputs: Sequence[TensorInfo | None]) -> DType:
+        """Validate dtypes and attributes; the output dtype."""
         if len(inputs) != 2 or inputs[0] is None or inputs[1] is None:
             raise self.fail(node, "expects two inputs")
         dt = same_dtype(node, inputs)
-        if dt not in self.dtypes:
-            raise self.fail(node, f"dtype {dt} is not supported")
+        check_dtype(node, dt, self.dtypes)
+        return self.out_dtype or dt
+
+    def infer(self, node: Node, inputs: Sequence[TensorInfo | None], values) -> list[TensorInfo]:
+        dt = self.check(node, inputs)
         return [TensorInfo(dt, broadcast_shapes(node, inputs[0].shape, inputs[1].shape))]
 
+    def numpy(self, node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return type(self).numpy_fn(a, b)
+
     def reference(self, node: Node, inputs) -> list[np.ndarray]:
-        a, b = inputs
+        a, b = (np.asarray(x) for x in inputs)
+        out = self.out_dtype.numpy if self.out_dtype else a.dtype
         with np.errstate(all="ignore"):
-            return [np.asarray(type(self).numpy_fn(a, b)).astype(a.dtype)]
+            return [np.asarray(self.numpy(node, a, b)).astype(out)]
+
+    def helper_for(self, node: Node, inputs: Sequence[TensorInfo | None]) -> Helper:
+        return type(self).fn
 
     def lower(self, node: Node, inputs, outputs, values) -> Lowering:
         low = Lowering()
-        low.launch(binary_map, [In(0), In(1)], Out(0), fn=type(self).fn)
+        low.launch(binary_map, [In(0), In(1)], Out(0), fn=self.helper_for(node, inputs))
         return low
+
+    def case_attrs(self) -> list[dict[str, Any]]:
+        return [{}]
+
+    def cases(self) -> list[OpCase]:
+        lo, hi = self.value_range
+        first = self.dtypes[0]
+        f = first.numpy
+        if first.is_unsigned_int:
+            lo = max(lo, 0)
+        tol = dict(self.tol)
+        base: list[tuple[str, list[np.ndarray]]] = [
+            ("bcast", [sample((2, 3, 4), f, lo, hi, 1), sample((3, 1), f, lo, hi, 2, False)]),
+            ("scalar", [sample((3, 4), f, lo, hi, 3), sample((), f, lo, hi, 11, False)]),
+            ("scalar_lhs", [sample((), f, lo, hi, 12, False), sample((5,), f, lo, hi, 4)]),
+            ("size1", [sample((1, 4), f, lo, hi, 5, False), sample((3, 1), f, lo, hi, 6, False)]),
+            ("empty", [np.zeros((0, 3), f), sample((1, 3), f, lo, hi, 7)]),
+        ]
+        if first.is_float:
+            base.append(("specials", [np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 2.0], f),
+                                      np.array([1.0, np.inf, 2.0, -0.0, np.nan, -np.inf], f)]))
+        base += [(str(dt), list(sample_pair(dt, lo, hi, 8)))
+                 for dt in _CASE_DTYPES if dt in self.dtypes and dt != first]
+        return [OpCase(f"{name}_{k}" if len(self.case_attrs()) > 1 else name, inputs,
+                       dict(attrs), **tol)
+                for k, attrs in enumerate(self.case_attrs()) for name, inputs in base]
+
+
+def binary(op_type: str, since: int, fn: Helper, numpy_fn: Callable[..., np.ndarray],
+           dtypes: Sequence[DType] = NUMERIC, base: type[OpDef] = BinaryOp,
+           **extra: Any) -> Any:
+    """Declare a BinaryOp subclass (most ops differ only in these fields)."""
+    body = {"op_type": op_type, "since_version": since, "fn": fn,
+            "numpy_fn": staticmethod(numpy_fn), "dtypes": tuple(dtypes), **extra}
+    return type(op_type, (base,), body)
+
+
+# ------------------------------------------------------------------------------ helpers
 
 
 @helper
@@ -46,11 +121,299 @@ def _add(a, b):
     return a + b
 
 
-class Add(BinaryOp):
-    op_type = "Add"
+@helper
+def _sub(a, b):
+    return a - b
+
+
+@helper
+def _mul(a, b):
+    return a * b
+
+
+@helper
+def _div_float(a, b):
+    return a / b
+
+
+@helper
+def _div_int(a, b):
+    return truncdiv(a, b)
+
+
+@helper
+def _min(a, b):
+    return min(a, b)
+
+
+@helper
+def _max(a, b):
+    return max(a, b)
+
+
+@helper
+def _fmod_float(a, b):
+    # C fmod, with fmod(x, ±inf) == x for finite x on every target (polyfills divide)
+    return a if isinf(b) and not isinf(a) and not isnan(a) else fmod(a, b)
+
+
+@helper
+def _mod_float(a, b):
+    r = _fmod_float(a, b)
+    s = r + b if r != 0.0 and (r < 0.0) != (b < 0.0) else r
+    return s if s != 0.0 else sign(b) * 0.0  # a zero result takes the divisor's sign
+
+
+@helper
+def _fmod_int(a, b):
+    return truncmod(a, b)
+
+
+@helper
+def _mod_int(a, b):
+    return a % b
+
+
+@helper
+def _pow_f32(a, y):
+    # C pow: pow(x, 0) == pow(1, y) == 1 even for NaN; a negative base needs an integral
+    # exponent (sign from its parity). Spelled out because WGSL/GLSL pow is exp2(y*log2(x)).
+    m = pow(abs(a), y)
+    whole = floor(y) == y
+    odd = whole and abs(fmod(y, 2.0)) == 1.0
+    r = m if a >= 0.0 else ((-m if odd else m) if whole else math.nan)
+    return 1.0 if y == 0.0 or a == 1.0 else (math.nan if isnan(a) or isnan(y) else r)
+
+
+@helper
+def _pow_float(a, b):
+    return cast_like(_pow_f32(cast(a, f32), cast(b, f32)), a)
+
+
+@helper
+def _pow_int_float(a, b):
+    return cast_like(_pow_f32(cast(a, f32), cast(b, f32)), a)
+
+
+@helper
+def _pow_int(a, b):
+    # exact integer power by squaring; negative exponents truncate 1 / a**|b| toward zero
+    e = cast_like(b, a)
+    r = cast_like(1, a)
+    p = a
+    for _ in range(0, 64):
+        if (e & 1) == 1:
+            r = r * p
+        p = p * p
+        e = e >> 1
+    inv = cast_like(1, a) if a == 1 else ((cast_like(-1, a) if (b & 1) == 1 else r * 0 + 1)
+                                           if a == -1 else r * 0)
+    return r if b >= 0 else inv
+
+
+@helper
+def _scale(v, p):
+    return v / p[0]
+
+
+# ---------------------------------------------------------------------------------- ops
+
+
+def _np_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind in "iu":  # C truncation, as onnx.reference; x / 0 == 0
+        q = np.floor_divide(a, b)
+        r = np.remainder(a, b)
+        return q + ((r != 0) & ((a < 0) ^ (b < 0))).astype(q.dtype)
+    return np.divide(a.astype(np.float64), b)
+
+
+Add = binary("Add", 7, _add, np.add)
+Sub = binary("Sub", 7, _sub, np.subtract)
+Mul = binary("Mul", 7, _mul, np.multiply)
+
+
+class Div(BinaryOp):
+    op_type = "Div"
     since_version = 7
+    numpy_fn = staticmethod(_np_div)
+
+    def helper_for(self, node: Node, inputs: Sequence[TensorInfo | None]) -> Helper:
+        return _div_float if inputs[0].dtype.is_float else _div_int  # type: ignore[union-attr]
+
+
+class Mod(BinaryOp):
+    """fmod=0: Python remainder (sign of the divisor); fmod=1: C fmod (sign of the dividend)."""
+
+    op_type = "Mod"
+    since_version = 10
+    value_range = (-10.0, 10.0)
+
+    def fmod(self, node: Node, dt: DType) -> int:
+        v = self.attr(node, "fmod", 0)
+        if v not in (0, 1):
+            raise self.fail(node, f"attribute 'fmod' must be 0 or 1, got {v!r}")
+        if dt.is_float and v == 0 and node.opset < 28:
+            raise self.fail(node, "fmod must be 1 for floating-point inputs before opset 28")
+        return int(v)
+
+    def check(self, node: Node, inputs: Sequence[TensorInfo | None]) -> DType:
+        dt = super().check(node, inputs)
+        self.fmod(node, dt)
+        return dt
+
+    def numpy(self, node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        fn = np.fmod if self.fmod(node, DType(a.dtype.name)) else np.mod
+        return fn(a, b)
+
+    def helper_for(self, node: Node, inputs: Sequence[TensorInfo | None]) -> Helper:
+        dt = inputs[0].dtype  # type: ignore[union-attr]
+        if self.fmod(node, dt):
+            return _fmod_float if dt.is_float else _fmod_int
+        return _mod_float if dt.is_float else _mod_int
+
+    def case_attrs(self) -> list[dict[str, Any]]:
+        return [{"fmod": 0}, {"fmod": 1}]
+
+    def cases(self) -> list[OpCase]:
+        cases = super().cases()
+        edges = [np.array([5.0, -5.0, 0.0, -0.0, np.inf, 3.0, 7.5, -7.5], np.float32),
+                 np.array([np.inf, np.inf, -3.0, 3.0, 2.0, 0.0, -2.0, 2.0], np.float32)]
+        ints = [np.array([7, -7, 7, -7, 0, 5], np.int32), np.array([2, 2, -2, -2, 3, 0], np.int32)]
+        for fm in (0, 1):
+            cases.append(OpCase(f"float_edges_{fm}", edges, {"fmod": fm}, opset=28))
+            cases.append(OpCase(f"int_signs_{fm}", ints, {"fmod": fm}, opset=28))
+        return [c if c.opset else OpCase(c.name, c.inputs, c.attrs, 28, c.rtol, c.atol)
+                for c in cases]
+
+
+class Pow(BinaryOp):
+    """Base and exponent may have different dtypes; the result has the base's dtype."""
+
+    op_type = "Pow"
+    since_version = 7
+    dtypes = (*FLOATS, DType.int32, DType.int64)
+    exponent_dtypes: ClassVar[tuple[DType, ...]] = tuple(d for d in NUMERIC if d != DType.uint64)
+    tol: ClassVar[dict[str, float]] = {"rtol": 1e-5, "atol": 1e-6}
+
+    def check(self, node: Node, inputs: Sequence[TensorInfo | None]) -> DType:
+        if len(inputs) != 2 or inputs[0] is None or inputs[1] is None:
+            raise self.fail(node, "expects two inputs")
+        check_dtype(node, inputs[0].dtype, self.dtypes, "base")
+        check_dtype(node, inputs[1].dtype, NUMERIC, "exponent")
+        return inputs[0].dtype
+
+    def numpy(self, node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if a.dtype.kind == "i" and b.dtype.kind in "iu":
+            e = b.astype(np.int64)
+            r = np.power(a.astype(np.int64), np.maximum(e, 0))
+            inv = np.where(a == 1, 1, np.where(a == -1, np.where(e % 2 == 1, -1, 1), 0))
+            return np.where(e >= 0, r, inv)
+        return np.power(a.astype(np.float64), b.astype(np.float64))
+
+    def helper_for(self, node: Node, inputs: Sequence[TensorInfo | None]) -> Helper:
+        base, exp = inputs[0].dtype, inputs[1].dtype  # type: ignore[union-attr]
+        if base.is_float:
+            return _pow_float
+        return _pow_int if not exp.is_float else _pow_int_float
+
+    def cases(self) -> list[OpCase]:
+        f = np.float32
+        x = np.array([[2.0, -2.0, 0.5, -0.5], [np.nan, np.inf, -np.inf, 0.0],
+                      [1.5, -3.0, 10.0, 1.0]], f)
+        return [
+            OpCase("f32_bcast", [x, np.array([2.0, 3.0, -1.0, 0.5], f)], **self.tol),
+            OpCase("f32_scalar_exp", [x, np.array(3.0, f)], **self.tol),
+            OpCase("f32_int32_exp", [x, np.array([2, 3, -2, 0], np.int32)], **self.tol),
+            OpCase("f32_int64_exp", [x, np.array([[1], [2], [3]], np.int64)], **self.tol),
+            OpCase("f32_uint8_exp", [x, np.array([0, 1, 2, 3], np.uint8)], **self.tol),
+            OpCase("f16", [x.astype(np.float16), np.array([2.0], np.float16)], **self.tol),
+            OpCase("f64", [x.astype(np.float64), np.array(0.5)], **self.tol),
+            OpCase("empty", [np.zeros((0, 4), f), np.array(2.0, f)]),
+            OpCase("i32_i32", [np.array([1, 2, -3, 4, -1, 0, 7], np.int32),
+                               np.array([4, 5, 3, 0, 7, 2, 9], np.int32)]),
+            OpCase("i64_i64", [np.array([3, -2, 10, 1], np.int64),
+                               np.array([[20], [3]], np.int64)]),
+            OpCase("i32_f32", [np.array([1, 2, 3, -2], np.int32),
+                               np.array([4.0, 0.5, 2.5, 3.0], f)]),
+            OpCase("i64_f32", [np.array([1, 2, 3, 9], np.int64),
+                               np.array([4.0, 5.0, 6.0, 0.5], f)]),
+        ]
+
+
+class Variadic(OpDef):
+    """N >= 1 same-dtype inputs broadcast together, folded pairwise left to right."""
+
+    fn: Helper
+    numpy_fn: Callable[..., np.ndarray]
+    dtypes: Sequence[DType] = NUMERIC
+
+    def infer(self, node: Node, inputs: Sequence[TensorInfo | None], values) -> list[TensorInfo]:
+        infos = present_inputs(node, inputs)
+        dt = same_dtype(node, infos)
+        check_dtype(node, dt, self.dtypes)
+        return [TensorInfo(dt, broadcast_shapes(node, *[i.shape for i in infos]))]
+
+    def reference(self, node: Node, inputs) -> list[np.ndarray]:
+        arrays = [np.asarray(a) for a in inputs]
+        acc = arrays[0]
+        with np.errstate(all="ignore"):
+            for a in arrays[1:]:
+                acc = type(self).numpy_fn(acc, a)
+            return [np.asarray(self.finish(acc, len(arrays))).astype(arrays[0].dtype)]
+
+    def finish(self, acc: np.ndarray, n: int) -> np.ndarray:
+        return acc
+
+    def lower(self, node: Node, inputs, outputs, values) -> Lowering:
+        low = Lowering()
+        if len(inputs) == 1:
+            low.launch(copy, [In(0)], Out(0))
+        else:
+            fold_binary(low, inputs, outputs[0].dtype, type(self).fn, Out(0))
+        return low
+
+    def cases(self) -> list[OpCase]:
+        f = np.float32
+        a, b, c = (sample(s, f, -5, 5, i) for i, s in enumerate([(3, 1), (1, 4), (2, 3, 4)]))
+        cases = [
+            OpCase("one", [a]),
+            OpCase("two_bcast", [a, b]),
+            OpCase("three_bcast", [a, b, c]),
+            OpCase("four_scalar", [a, np.array(2.5, f), b, np.array(-1.0, f)]),
+            OpCase("empty", [np.zeros((0, 4), f), b]),
+            OpCase("f16", [a.astype(np.float16), b.astype(np.float16)]),
+            OpCase("f64", [a.astype(np.float64), b.astype(np.float64), c.astype(np.float64)]),
+        ]
+        for dt in (DType.int8, DType.int32, DType.int64, DType.uint8, DType.uint32):
+            if dt in self.dtypes:
+                lo = 0 if dt.is_unsigned_int else -50
+                cases.append(OpCase(str(dt), [sample((2, 3), dt.numpy, lo, 50, 9),
+                                              sample((3,), dt.numpy, lo, 50, 10)]))
+        return cases
+
+
+class Mean(Variadic):
+    op_type = "Mean"
+    since_version = 6
     fn = _add
-    numpy_fn = staticmethod(np.add)
+    numpy_fn = staticmethod(lambda a, b: a.astype(np.float64) + b)
+    dtypes = FLOATS
+
+    def finish(self, acc: np.ndarray, n: int) -> np.ndarray:
+        return acc / n
+
+    def lower(self, node: Node, inputs, outputs, values) -> Lowering:
+        if len(inputs) == 1:
+            return super().lower(node, inputs, outputs, values)
+        low = Lowering()
+        total = low.temp(outputs[0].dtype, outputs[0].shape)
+        fold_binary(low, inputs, outputs[0].dtype, _add, total)
+        low.launch(unary_map_params, [total], Out(0), fn=_scale, params=(float(len(inputs)),))
+        return low
 
 
-OPS: list[type[OpDef]] = [Add]
+Sum = binary("Sum", 6, _add, lambda a, b: a.astype(np.float64) + b, FLOATS, Variadic)
+Max = binary("Max", 6, _max, np.maximum, tuple(d for d in NUMERIC), Variadic)
+Min = binary("Min", 6, _min, np.minimum, tuple(d for d in NUMERIC), Variadic)
+
+OPS: list[type[OpDef]] = [Add, Sub, Mul, Div, Mod, Pow, Sum, Mean, Max, Min]

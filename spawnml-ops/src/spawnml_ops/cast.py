@@ -1,7 +1,150 @@
-"""cast operators."""
+"""Cast and CastLike between every kernel dtype (floats, integers, bool).
+
+float64 is computed as f32 (kernels have no double); float -> integer truncates toward zero
+and out-of-range values are unspecified, as in C. float8/float4/int4/int2/string/bfloat16/
+uint64 targets have no kernel type and raise UnsupportedOpError naming the dtype.
+"""
+
 
 from __future__ import annotations
 
-from spawnml.op import OpDef
+from collections.abc import Sequence
+from typing import Any
 
-OPS: list[type[OpDef]] = []
+import numpy as np
+
+from spawnml.dtypes import DType, from_onnx
+from spawnml.errors import InvalidInputError, UnsupportedOpError
+from spawnml.kernel import Output, Tensor, cast, kernel
+from spawnml.op import In, Lowering, Node, OpCase, OpDef, Out, TensorInfo
+
+from .common import KERNEL_DTYPES, check_dtype
+from .unary_base import sample
+
+# TensorProto codes of element types without a kernel type, named for error messages.
+_UNSUPPORTED_CODES = {
+    0: "undefined", 8: "string", 13: "uint64", 14: "complex64", 15: "complex128",
+    16: "bfloat16", 17: "float8e4m3fn", 18: "float8e4m3fnuz", 19: "float8e5m2",
+    20: "float8e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4e2m1", 24: "float8e8m0",
+    25: "uint2", 26: "int2", 27: "float6e2m3", 28: "float6e3m2",
+}
+_ROUND_MODES = ("up", "down", "nearest")
+CAST_DTYPES = sorted(KERNEL_DTYPES, key=lambda d: d.value)
+
+
+@kernel
+def cast_map(x: Tensor, out: Output):
+    """out = x converted to the output's type (narrow integers wrap on store)."""
+    return cast(x.flat[out.flat], out.dtype)
+
+
+class CastBase(OpDef):
+    """What Cast and CastLike share: attribute checks, reference and kernel."""
+
+    def check_attrs(self, node: Node) -> None:
+        sat = self.attr(node, "saturate", 1)
+        if sat not in (0, 1):
+            raise self.fail(node, f"attribute 'saturate' must be 0 or 1, got {sat!r}")
+        mode = self.attr(node, "round_mode", "up")
+        if mode not in _ROUND_MODES:
+            raise self.fail(node, f"attribute 'round_mode' must be one of {_ROUND_MODES}, "
+                                  f"got {mode!r}")
+
+    def target(self, node: Node, inputs: Sequence[TensorInfo | None]) -> DType:
+        raise NotImplementedError
+
+    def infer(self, node: Node, inputs: Sequence[TensorInfo | None], values) -> list[TensorInfo]:
+        if not inputs or inputs[0] is None:
+            raise self.fail(node, "input 0 is required")
+        self.check_attrs(node)
+        x = inputs[0]
+        check_dtype(node, x.dtype, KERNEL_DTYPES)
+        to = self.target(node, inputs)
+        check_dtype(node, to, KERNEL_DTYPES, "target")
+        return [TensorInfo(to, x.shape)]
+
+    def reference(self, node: Node, inputs) -> list[np.ndarray]:
+        x = np.asarray(inputs[0])
+        to = self.target(node, [TensorInfo(DType(x.dtype.name), x.shape)]
+                         + [None if a is None else TensorInfo(DType(np.asarray(a).dtype.name), ())
+                            for a in inputs[1:]])
+        with np.errstate(all="ignore"):
+            return [x.astype(to.numpy)]
+
+    def lower(self, node: Node, inputs, outputs, values) -> Lowering:
+        low = Lowering()
+        low.launch(cast_map, [In(0)], Out(0))
+        return low
+
+
+def cast_inputs(src: DType, dst: DType, seed: int) -> np.ndarray:
+    """Values of ``src`` whose conversion to ``dst`` is defined (no overflow, no NaN to int)."""
+    lo = 0 if (src.is_unsigned_int or dst.is_unsigned_int) else -100
+    if src is DType.bool:
+        return sample((2, 5), bool, seed=seed)
+    if src.is_float:
+        x = sample((2, 5), src.numpy, lo, 100, seed, specials=dst.is_float or dst is DType.bool)
+        x.reshape(-1)[-1] = 0.0 if dst is not DType.float16 else 65504.0  # f16 max survives
+        return x
+    return sample((2, 5), src.numpy, lo, 100, seed)
+
+
+class Cast(CastBase):
+    op_type = "Cast"
+    since_version = 6
+
+    def target(self, node: Node, inputs: Sequence[TensorInfo | None]) -> DType:
+        code = self.attr(node, "to", required=True)
+        if code in _UNSUPPORTED_CODES:
+            raise UnsupportedOpError(f"{node.describe()}: Cast to {_UNSUPPORTED_CODES[code]} "
+                                     "is not supported (no kernel element type)")
+        try:
+            return from_onnx(int(code))
+        except (InvalidInputError, TypeError, ValueError):
+            raise self.fail(node, f"attribute 'to' is not an element type code: {code!r}") from None
+
+    def cases(self) -> list[OpCase]:
+        cases = []
+        for i, src in enumerate(CAST_DTYPES):
+            for j, dst in enumerate(CAST_DTYPES):
+                x = cast_inputs(src, dst, 10 * i + j)
+                cases.append(OpCase(f"{src}_to_{dst}", [x], {"to": dst.onnx}))
+        f = np.float32
+        cases += [
+            OpCase("scalar", [np.array(3.7, f)], {"to": DType.int32.onnx}),
+            OpCase("empty", [np.zeros((0, 3), f)], {"to": DType.float16.onnx}),
+            OpCase("neg_zero_to_f16", [np.array([-0.0, 0.0], f)], {"to": DType.float16.onnx}),
+            OpCase("truncate", [np.array([-2.7, -0.5, 0.5, 2.7], f)], {"to": DType.int8.onnx}),
+            OpCase("narrow_wrap", [np.array([255, 256, -1, 1000], np.int32)],
+                   {"to": DType.uint8.onnx}),
+            OpCase("saturate_attr", [np.array([1.5], f)], {"to": DType.float16.onnx,
+                                                            "saturate": 0}, opset=19),
+        ]
+        return cases
+
+
+class CastLike(CastBase):
+    op_type = "CastLike"
+    since_version = 15
+
+    def target(self, node: Node, inputs: Sequence[TensorInfo | None]) -> DType:
+        if len(inputs) != 2 or inputs[1] is None:
+            raise self.fail(node, "expects inputs input and target_type")
+        return inputs[1].dtype
+
+    def cases(self) -> list[OpCase]:
+        pairs: list[tuple[DType, DType]] = [
+            (DType.float32, DType.float16), (DType.float16, DType.float32),
+            (DType.float64, DType.float32), (DType.float32, DType.int64),
+            (DType.int64, DType.float32), (DType.bool, DType.float32),
+            (DType.float32, DType.bool), (DType.uint8, DType.int8), (DType.int32, DType.uint16),
+        ]
+        cases: list[OpCase] = []
+        for i, (src, dst) in enumerate(pairs):
+            like: Any = np.zeros((1,), dst.numpy)
+            cases.append(OpCase(f"{src}_like_{dst}", [cast_inputs(src, dst, i), like]))
+        cases.append(OpCase("empty", [np.zeros((0,), np.float32), np.zeros((), np.int32)]))
+        return cases
+
+
+OPS: list[type[OpDef]] = [Cast, CastLike]

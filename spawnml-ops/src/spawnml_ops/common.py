@@ -8,9 +8,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from spawnml.dtypes import DType
-from spawnml.errors import InvalidModelError
+from spawnml.errors import InvalidModelError, UnsupportedOpError
 from spawnml.kernel import Helper, Output, Tensor, helper, kernel, static_range
-from spawnml.op import Node, TensorInfo
+from spawnml.op import In, Lowering, Node, Out, TensorInfo, Tmp
 
 # -------------------------------------------------------------------------------- shapes
 
@@ -95,3 +95,67 @@ def copy(x: Tensor, out: Output):
 
 def as_numpy_dtype(info: TensorInfo) -> np.dtype:
     return info.dtype.numpy
+
+
+# ------------------------------------------------------------------- more shared kernels
+
+
+@kernel
+def binary_map_params(a: Tensor, b: Tensor, out: Output, fn: Helper, params: tuple):
+    """out = fn(a, b, params) with numpy broadcasting; ``params`` are compile-time constants."""
+    return fn(a.flat[broadcast_offset(a, out)], b.flat[broadcast_offset(b, out)], params)
+
+
+@kernel
+def ternary_map(a: Tensor, b: Tensor, c: Tensor, out: Output, fn: Helper):
+    """out = fn(a, b, c) with numpy broadcasting (Where, Clip with tensor bounds)."""
+    return fn(
+        a.flat[broadcast_offset(a, out)],
+        b.flat[broadcast_offset(b, out)],
+        c.flat[broadcast_offset(c, out)],
+    )
+
+
+# ------------------------------------------------------------------- dtypes and variadics
+
+KERNEL_DTYPES = frozenset(
+    {DType.float32, DType.float16, DType.float64, DType.int8, DType.int16, DType.int32,
+     DType.int64, DType.uint8, DType.uint16, DType.uint32, DType.bool}
+)
+"""Storage dtypes kernels can read and write (uint64 and bfloat16 have no kernel type)."""
+
+
+def check_dtype(node: Node, dt: DType, allowed: Sequence[DType] | frozenset[DType],
+                what: str = "input") -> None:
+    """Raise UnsupportedOpError for dtypes kernels cannot compute (uint64, bfloat16) and
+    InvalidModelError for dtypes the op does not accept."""
+    if dt not in KERNEL_DTYPES:
+        raise UnsupportedOpError(f"{node.describe()}: {what} dtype {dt} is not supported "
+                                 "(kernels have no such element type)")
+    if dt not in allowed:
+        raise InvalidModelError(f"{node.describe()}: {what} dtype {dt} is not accepted by "
+                                f"{node.op_type} (expected one of "
+                                f"{sorted(str(d) for d in allowed)})")
+
+
+def present_inputs(node: Node, inputs: Sequence[TensorInfo | None], at_least: int = 1
+                   ) -> list[TensorInfo]:
+    """All inputs, required to be present (variadic ops); at least ``at_least`` of them."""
+    if len(inputs) < at_least or any(i is None for i in inputs):
+        raise InvalidModelError(f"{node.describe()}: expects at least {at_least} input(s), "
+                                "none omitted")
+    return list(inputs)  # type: ignore[arg-type]
+
+
+def fold_binary(low: Lowering, infos: Sequence[TensorInfo], out_dtype: DType, fn: Helper,
+                final: Out | Tmp) -> None:
+    """Launch ``fn`` pairwise over N >= 2 inputs, left to right, into ``final`` (Sum, Max...).
+
+    Intermediate results live in temporaries shaped by the running broadcast."""
+    acc: In | Tmp = In(0)
+    shape = static_shape(infos[0])
+    for i in range(1, len(infos)):
+        shape = tuple(np.broadcast_shapes(shape, static_shape(infos[i])))
+        target = final if i == len(infos) - 1 else low.temp(out_dtype, shape)
+        low.launch(binary_map, [acc, In(i)], target, fn=fn)
+        acc = target  # type: ignore[assignment]

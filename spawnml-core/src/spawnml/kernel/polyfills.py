@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from . import ir
-from .frontend import Helper, cast_like, helper
-from .types import ScalarType, u32
+from .frontend import Helper, cast, cast_like, helper
+from .types import ScalarType, f32, u32
 
 # fmt: off
 # ruff: noqa: F821  (intrinsics such as exp, isnan, _rawdiv are resolved by the kernel front end)
@@ -130,6 +130,17 @@ def isinf_f32(x):
 
 
 @helper
+def isnan_f16(x):
+    """f16 tests go through the f32 bit test (an f16 is exactly representable in f32)."""
+    return isnan(cast(x, f32))
+
+
+@helper
+def isinf_f16(x):
+    return isinf(cast(x, f32))
+
+
+@helper
 def isfinite_float(x):
     return not (isnan(x) or isinf(x))
 
@@ -166,6 +177,7 @@ POLYFILLS: dict[_Key, Helper] = {
     ("floordiv", "unsigned"): div_unsigned, ("floormod", "unsigned"): mod_unsigned,
     ("fmod", "float"): fmod_float, ("pymod", "float"): pymod_float,
     ("isnan", "f32"): isnan_f32, ("isinf", "f32"): isinf_f32,
+    ("isnan", "f16"): isnan_f16, ("isinf", "f16"): isinf_f16,
     ("isfinite", "float"): isfinite_float,
     ("rsqrt", "float"): rsqrt_float, ("trunc", "float"): trunc_float,
     ("round", "float"): round_half_even,

@@ -1,0 +1,63 @@
+"""binary ops: every case on cpu and webgpu against the numpy reference (tolerances per case:
+rtol/atol 1e-6..2e-5 for f32, one f16 ulp for float16, exact for integers and bools), and
+the reference against onnx.reference."""
+
+from __future__ import annotations
+
+import pytest
+
+from spawnml.op import OpCase, OpDef
+from spawnml.testing import op_check
+from spawnml_ops.binary import OPS
+
+CASES = op_check.case_params(OPS)
+
+
+@pytest.mark.parametrize(("op", "case"), CASES)
+def test_cpu_matches_reference(op: OpDef, case: OpCase) -> None:
+    op_check.check_backend(op_check.backend_or_skip("cpu"), op, case)
+
+
+@pytest.mark.parametrize(("op", "case"), CASES)
+def test_reference_matches_onnx_reference(op: OpDef, case: OpCase) -> None:
+    try:
+        op_check.check_onnx_reference(op, case)
+    except op_check.OnnxReferenceUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.mark.parametrize(("op", "case"), CASES)
+def test_webgpu_matches_reference(op: OpDef, case: OpCase) -> None:
+    backend = op_check.backend_or_skip("webgpu")
+    reason = op_check.unsupported_reason(backend, case, op)
+    if reason:
+        pytest.skip(reason)
+    op_check.check_backend(backend, op, case)
+
+
+@pytest.mark.parametrize(("op_type", "attrs", "dtypes", "opset", "error", "match"), [
+    ("Mod", {"fmod": 2}, ["int32", "int32"], 13, "InvalidModelError", "fmod"),
+    ("Mod", {"fmod": 0}, ["float32", "float32"], 13, "InvalidModelError", "fmod must be 1"),
+    ("Add", {}, ["float32", "int32"], 14, "InvalidModelError", "share one dtype"),
+    ("Add", {}, ["uint64", "uint64"], 14, "UnsupportedOpError", "uint64"),
+    ("Pow", {}, ["float32", "uint64"], 15, "UnsupportedOpError", "exponent dtype uint64"),
+    ("Sum", {}, ["bool", "bool"], 13, "InvalidModelError", "bool"),
+])
+def test_invalid_attributes_and_dtypes_are_rejected(op_type: str, attrs: dict, dtypes: list,
+                                                    opset: int, error: str, match: str) -> None:
+    from spawnml import errors
+
+    with pytest.raises(getattr(errors, error), match=match):
+        op_check.infer_node(op_type, attrs, dtypes, opset)
+
+
+def test_shapes_that_do_not_broadcast_are_rejected() -> None:
+    from spawnml.dtypes import DType
+    from spawnml.errors import InvalidModelError
+    from spawnml.op import Node, TensorInfo
+    from spawnml.registry import find_op
+
+    node = Node("Add", ["a", "b"], ["y"], opset=14)
+    infos = [TensorInfo(DType.float32, (2, 3)), TensorInfo(DType.float32, (4,))]
+    with pytest.raises(InvalidModelError, match="broadcast"):
+        find_op("", "Add", 14).infer(node, infos, [None, None])

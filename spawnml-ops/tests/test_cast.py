@@ -1,0 +1,55 @@
+"""cast ops: every case on cpu and webgpu against the numpy reference (tolerances per case:
+rtol/atol 1e-6..2e-5 for f32, one f16 ulp for float16, exact for integers and bools), and
+the reference against onnx.reference."""
+
+from __future__ import annotations
+
+import pytest
+
+from spawnml.op import OpCase, OpDef
+from spawnml.testing import op_check
+from spawnml_ops.cast import OPS
+
+CASES = op_check.case_params(OPS)
+
+
+@pytest.mark.parametrize(("op", "case"), CASES)
+def test_cpu_matches_reference(op: OpDef, case: OpCase) -> None:
+    op_check.check_backend(op_check.backend_or_skip("cpu"), op, case)
+
+
+@pytest.mark.parametrize(("op", "case"), CASES)
+def test_reference_matches_onnx_reference(op: OpDef, case: OpCase) -> None:
+    try:
+        op_check.check_onnx_reference(op, case)
+    except op_check.OnnxReferenceUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.mark.parametrize(("op", "case"), CASES)
+def test_webgpu_matches_reference(op: OpDef, case: OpCase) -> None:
+    backend = op_check.backend_or_skip("webgpu")
+    reason = op_check.unsupported_reason(backend, case, op)
+    if reason:
+        pytest.skip(reason)
+    op_check.check_backend(backend, op, case)
+
+
+@pytest.mark.parametrize(("attrs", "src", "error", "match"), [
+    ({"to": 17}, "float32", "UnsupportedOpError", "float8e4m3fn"),
+    ({"to": 22}, "float32", "UnsupportedOpError", "int4"),
+    ({"to": 8}, "float32", "UnsupportedOpError", "string"),
+    ({"to": 13}, "float32", "UnsupportedOpError", "uint64"),
+    ({"to": 1}, "uint64", "UnsupportedOpError", "uint64"),
+    ({"to": 1}, "bfloat16", "UnsupportedOpError", "bfloat16"),
+    ({"to": 99}, "float32", "InvalidModelError", "'to'"),
+    ({}, "float32", "InvalidModelError", "'to'"),
+    ({"to": 1, "saturate": 3}, "float32", "InvalidModelError", "saturate"),
+    ({"to": 1, "round_mode": "sideways"}, "float32", "InvalidModelError", "round_mode"),
+])
+def test_unsupported_and_invalid_casts_are_rejected(attrs: dict, src: str, error: str,
+                                                    match: str) -> None:
+    from spawnml import errors
+
+    with pytest.raises(getattr(errors, error), match=match):
+        op_check.infer_node("Cast", attrs, [src], 25)

@@ -1,0 +1,54 @@
+"""elementwise ops: every case on cpu and webgpu against the numpy reference (tolerances per case:
+rtol/atol 1e-6..2e-5 for f32, one f16 ulp for float16, exact for integers and bools), and
+the reference against onnx.reference."""
+
+from __future__ import annotations
+
+import pytest
+
+from spawnml.op import OpCase, OpDef
+from spawnml.testing import op_check
+from spawnml_ops.activations import OPS as ACTIVATION_OPS
+from spawnml_ops.elementwise import MATH_OPS
+
+CASES = op_check.case_params(MATH_OPS + ACTIVATION_OPS)
+
+
+@pytest.mark.parametrize(("op", "case"), CASES)
+def test_cpu_matches_reference(op: OpDef, case: OpCase) -> None:
+    op_check.check_backend(op_check.backend_or_skip("cpu"), op, case)
+
+
+@pytest.mark.parametrize(("op", "case"), CASES)
+def test_reference_matches_onnx_reference(op: OpDef, case: OpCase) -> None:
+    try:
+        op_check.check_onnx_reference(op, case)
+    except op_check.OnnxReferenceUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.mark.parametrize(("op", "case"), CASES)
+def test_webgpu_matches_reference(op: OpDef, case: OpCase) -> None:
+    backend = op_check.backend_or_skip("webgpu")
+    reason = op_check.unsupported_reason(backend, case, op)
+    if reason:
+        pytest.skip(reason)
+    op_check.check_backend(backend, op, case)
+
+
+@pytest.mark.parametrize(("op_type", "attrs", "dtypes", "opset", "error", "match"), [
+    ("Gelu", {"approximate": "fast"}, ["float32"], 20, "InvalidModelError", "approximate"),
+    ("IsInf", {"detect_positive": 2}, ["float32"], 20, "InvalidModelError", "detect_positive"),
+    ("Celu", {"alpha": 0.0}, ["float32"], 12, "InvalidModelError", "alpha"),
+    ("LeakyRelu", {"alpha": "x"}, ["float32"], 16, "InvalidModelError", "alpha"),
+    ("Sqrt", {}, ["int32"], 13, "InvalidModelError", "int32"),
+    ("Abs", {}, ["uint64"], 13, "UnsupportedOpError", "uint64"),
+    ("Clip", {}, ["float32", "float32", "float32"], 6, "InvalidModelError", "opset 11"),
+    ("PRelu", {}, ["float32", "float16"], 16, "InvalidModelError", "slope"),
+])
+def test_invalid_attributes_and_dtypes_are_rejected(op_type: str, attrs: dict, dtypes: list,
+                                                    opset: int, error: str, match: str) -> None:
+    from spawnml import errors
+
+    with pytest.raises(getattr(errors, error), match=match):
+        op_check.infer_node(op_type, attrs, dtypes, opset)

@@ -1,0 +1,51 @@
+"""logic ops: every case on cpu and webgpu against the numpy reference (tolerances per case:
+rtol/atol 1e-6..2e-5 for f32, one f16 ulp for float16, exact for integers and bools), and
+the reference against onnx.reference."""
+
+from __future__ import annotations
+
+import pytest
+
+from spawnml.op import OpCase, OpDef
+from spawnml.testing import op_check
+from spawnml_ops.logic import OPS
+
+CASES = op_check.case_params(OPS)
+
+
+@pytest.mark.parametrize(("op", "case"), CASES)
+def test_cpu_matches_reference(op: OpDef, case: OpCase) -> None:
+    op_check.check_backend(op_check.backend_or_skip("cpu"), op, case)
+
+
+@pytest.mark.parametrize(("op", "case"), CASES)
+def test_reference_matches_onnx_reference(op: OpDef, case: OpCase) -> None:
+    try:
+        op_check.check_onnx_reference(op, case)
+    except op_check.OnnxReferenceUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.mark.parametrize(("op", "case"), CASES)
+def test_webgpu_matches_reference(op: OpDef, case: OpCase) -> None:
+    backend = op_check.backend_or_skip("webgpu")
+    reason = op_check.unsupported_reason(backend, case, op)
+    if reason:
+        pytest.skip(reason)
+    op_check.check_backend(backend, op, case)
+
+
+@pytest.mark.parametrize(("op_type", "attrs", "dtypes", "opset", "error", "match"), [
+    ("BitShift", {}, ["uint8", "uint8"], 11, "InvalidModelError", "direction"),
+    ("BitShift", {"direction": "UP"}, ["uint8", "uint8"], 11, "InvalidModelError", "direction"),
+    ("BitShift", {"direction": "LEFT"}, ["int8", "int8"], 11, "InvalidModelError", "opset 28"),
+    ("And", {}, ["int32", "int32"], 7, "InvalidModelError", "int32"),
+    ("Where", {}, ["int32", "float32", "float32"], 16, "InvalidModelError", "bool"),
+    ("Equal", {}, ["uint64", "uint64"], 19, "UnsupportedOpError", "uint64"),
+])
+def test_invalid_attributes_and_dtypes_are_rejected(op_type: str, attrs: dict, dtypes: list,
+                                                    opset: int, error: str, match: str) -> None:
+    from spawnml import errors
+
+    with pytest.raises(getattr(errors, error), match=match):
+        op_check.infer_node(op_type, attrs, dtypes, opset)
