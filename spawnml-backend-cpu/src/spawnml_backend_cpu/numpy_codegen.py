@@ -466,7 +466,9 @@ class NumpyCodegen:
             ):
                 fn = "_rt.truncdiv" if e.op == "div" else "_rt.truncmod"
                 return f"{fn}({self.expr(e.a)}, {self.expr(e.b)})"
-            return f"({self.expr(e.a)} {_BIN[e.op]} {self.expr(e.b)})"
+            # a non-negative int divided by a positive constant: numpy's "/" is true division
+            op = "//" if e.op == "div" and e.type.is_int else _BIN[e.op]
+            return f"({self.expr(e.a)} {op} {self.expr(e.b)})"
         if isinstance(e, ir.Select):
             return f"_np.where({self.expr(e.cond)}, {self.expr(e.a)}, {self.expr(e.b)})"
         if isinstance(e, ir.Cast):
