@@ -80,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plugins", help="list loaded plugins, their hooks and load errors")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_plugins)
+    from .cli_model import add_commands  # model commands import numpy/onnx lazily
+
+    add_commands(sub, _table)
     pm = get_plugin_manager()
     for impl in pm.pm.hook.spawnml_register_commands.get_hookimpls():
         try:

@@ -1,0 +1,276 @@
+"""The model commands of the ``spawnml`` CLI: ``info``, ``run`` and ``bench``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .errors import InvalidInputError, SpawnMLError
+from .registry import get_available_backends
+
+Table = Callable[[list[list[str]], list[str]], str]
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.2f} MiB" if n >= 1 << 20 else f"{n / 1024:.1f} KiB"
+
+
+def _shape_str(shape: Any) -> str:
+    return "?" if shape is None else "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def random_feeds(session: Any, seed: int = 0) -> dict[str, np.ndarray]:
+    """A random array per input; symbolic dims are 1."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for v in session.graph.inputs:
+        info = v.info
+        if info is None or info.shape is None:
+            raise InvalidInputError(f"input {v.name!r} has no declared shape; pass --input")
+        shape = tuple(d if isinstance(d, int) else 1 for d in info.shape)
+        dt = info.dtype.numpy
+        if dt == np.bool_:
+            feeds[v.name] = rng.integers(0, 2, shape).astype(bool)
+        elif np.issubdtype(dt, np.integer):
+            feeds[v.name] = rng.integers(0, 4, shape).astype(dt)
+        else:
+            feeds[v.name] = rng.standard_normal(shape).astype(dt)
+    return feeds
+
+
+def _load_inputs(specs: Sequence[str] | None) -> dict[str, np.ndarray]:
+    feeds = {}
+    for spec in specs or []:
+        name, sep, path = spec.partition("=")
+        if not sep:
+            raise InvalidInputError(f"--input expects NAME=FILE.npy, got {spec!r}")
+        feeds[name] = np.load(path, allow_pickle=False)
+    return feeds
+
+
+def _session(model: str, backends: list[str] | None) -> Any:
+    from .session import InferenceSession
+
+    return InferenceSession(model, backends=backends)
+
+
+def _ort_session(model: str) -> Any:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise SpawnMLError(
+            "--compare/--against onnxruntime needs `pip install onnxruntime`"
+        ) from None
+    return ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+
+
+def _peer(model: str, name: str) -> Callable[[dict], list]:
+    if name == "onnxruntime":
+        ort = _ort_session(model)
+        return lambda feed: ort.run(None, feed)
+    sess = _session(model, [name])
+    return lambda feed: sess.run(None, feed)
+
+
+def _time(fn: Callable[[], Any], n: int) -> list[float]:
+    fn()  # warm-up: plans, compiles
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+# -------------------------------------------------------------------------------- info
+
+
+def cmd_info(args: argparse.Namespace, table: Table) -> int:
+    from .graph.importer import import_model
+    from .graph.plan import lookup_op
+
+    graph = import_model(args.model)
+    print(f"model: {args.model}")
+    print("opsets: " + ", ".join(f"{d or 'ai.onnx'}={v}" for d, v in sorted(graph.opsets.items())))
+    rows = [[v.name, v.info.dtype.onnx_type_name if v.info else "?",
+             _shape_str(v.info.shape if v.info else None)] for v in graph.inputs]  # fmt: skip
+    print("\ninputs:\n" + table(rows, ["name", "type", "shape"]))
+    rows = [[v.name, v.info.dtype.onnx_type_name if v.info else "?",
+             _shape_str(v.info.shape if v.info else None)] for v in graph.outputs]  # fmt: skip
+    print("\noutputs:\n" + table(rows, ["name", "type", "shape"]))
+    hist = Counter((n.domain, n.op_type) for n in graph.walk())
+    backends = args.backends.split(",") if args.backends else get_available_backends()
+    support: dict[str, dict[tuple[str, str], str]] = {}
+    memory: dict[str, Any] = {}
+    for b in backends:
+        try:
+            sess = _session(args.model, [b])
+            placement = sess.placement()
+            memory[b] = sess.memory()
+            found: dict[tuple[str, str], str] = {}
+            for step in sess._runner.last_plan.spec.steps:  # type: ignore[union-attr]
+                key = (step.node.domain, step.node.op_type)
+                kind = placement.kinds.get(step.node.name, step.kind)
+                found[key] = kind if found.get(key, kind) == kind else "mixed"
+            support[b] = found
+        except SpawnMLError as exc:
+            support[b] = {}
+            print(f"\n{b}: cannot load the model: {exc}", file=sys.stderr)
+    rows = []
+    for (domain, op), count in sorted(hist.items(), key=lambda kv: (-kv[1], kv[0])):
+        try:
+            lookup_op_ok = lookup_op(next(n for n in graph.walk() if n.op_type == op)) is not None
+        except SpawnMLError:
+            lookup_op_ok = False
+        gone = "fused" if lookup_op_ok else "missing"  # removed by the passes, or no OpDef
+        cells = [support[b].get((domain, op), gone) if support[b] else "-" for b in backends]
+        rows.append([f"{domain + '::' if domain else ''}{op}", str(count), *cells])
+    print("\nops (kernel: backend-specific, portable: kernel language, host: numpy on the host,")
+    print("folded: constant, computed once; fused: removed by the passes; per backend):")
+    print(table(rows, ["op", "count", *backends]))
+    for b, m in memory.items():
+        ratio = m.planned_peak_bytes / max(m.intermediate_bytes, 1)
+        print(f"\nmemory on {b}: planned peak {_mib(m.planned_peak_bytes)} for intermediates "
+              f"totalling {_mib(m.intermediate_bytes)} ({ratio:.0%})")  # fmt: skip
+    return 0
+
+
+# -------------------------------------------------------------------------------- run
+
+
+def _errors(got: Sequence[np.ndarray], want: Sequence[np.ndarray], names: Sequence[str]) -> list:
+    rows = []
+    for name, g, w in zip(names, got, want):
+        g64, w64 = np.asarray(g, np.float64), np.asarray(w, np.float64)
+        if g64.shape != w64.shape:
+            rows.append([name, f"shape {g64.shape} != {w64.shape}", "-"])
+            continue
+        diff = np.abs(g64 - w64)
+        abs_err = float(diff.max()) if diff.size else 0.0
+        rel = float((diff / np.maximum(np.abs(w64), 1e-12)).max()) if diff.size else 0.0
+        rows.append([name, f"{abs_err:.3g}", f"{rel:.3g}"])
+    return rows
+
+
+def cmd_run(args: argparse.Namespace, table: Table) -> int:
+    sess = _session(args.model, [args.backend] if args.backend else None)
+    feeds = random_feeds(sess)
+    feeds.update(_load_inputs(args.input))
+    outputs = sess.run(None, feeds)
+    names = [o.name for o in sess.get_outputs()]
+    rows = [[n, str(o.dtype), str(tuple(o.shape)),
+             f"{float(np.mean(o)):.5g}" if o.size and o.dtype.kind in "fiub" else "-"]
+            for n, o in zip(names, outputs)]  # fmt: skip
+    print(table(rows, ["output", "dtype", "shape", "mean"]))
+    counts = sess.placement().counts
+    print("placement: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+    if args.compare:
+        want = _peer(args.model, args.compare)(feeds)
+        print(f"\ncompared with {args.compare}:")
+        print(table(_errors(outputs, want, names), ["output", "max abs err", "max rel err"]))
+    if args.benchmark:
+        times = sorted(_time(lambda: sess.run(None, feeds), args.benchmark))
+        p90 = times[min(len(times) - 1, math.ceil(0.9 * len(times)) - 1)]
+        mem = sess.memory()
+        print(f"\nbenchmark ({args.benchmark} runs): median {np.median(times) * 1e3:.2f} ms, "
+              f"p90 {p90 * 1e3:.2f} ms, planned peak memory {_mib(mem.planned_peak_bytes)} "
+              f"(intermediates total {_mib(mem.intermediate_bytes)})")  # fmt: skip
+    return 0
+
+
+# -------------------------------------------------------------------------------- bench
+
+
+def _progress(done: int, total: int, label: str) -> None:
+    width = 30
+    fill = width * done // max(total, 1)
+    sys.stderr.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {done}/{total} {label[:40]:40s}")
+    sys.stderr.flush()
+    if done == total:
+        sys.stderr.write("\n")
+
+
+def cmd_bench(args: argparse.Namespace, table: Table) -> int:
+    backends = args.backends.split(",") if args.backends else get_available_backends()
+    peer = args.against
+    total = len(args.models) * (len(backends) + (1 if peer else 0))
+    done = 0
+    results: list[dict[str, Any]] = []
+    for model in args.models:
+        entry: dict[str, Any] = {"model": model, "median_ms": {}, "errors": {}}
+        feeds = None
+        for name in ([peer] if peer else []) + backends:
+            _progress(done, total, f"{model} on {name}")
+            try:
+                if name == "onnxruntime":
+                    sess = _ort_session(model)
+                    if feeds is None:
+                        feeds = random_feeds(_session(model, backends[:1]))
+                    run = lambda s=sess, f=feeds: s.run(None, f)  # noqa: E731
+                else:
+                    sess = _session(model, [name])
+                    feeds = feeds if feeds is not None else random_feeds(sess)
+                    run = lambda s=sess, f=feeds: s.run(None, f)  # noqa: E731
+                entry["median_ms"][name] = float(np.median(_time(run, args.runs)) * 1e3)
+            except Exception as exc:  # noqa: BLE001 - one failure must not stop the bench
+                entry["errors"][name] = f"{type(exc).__name__}: {exc}"[:200]
+            done += 1
+        results.append(entry)
+    _progress(total, total, "done")
+    header = ["model", *backends] + ([peer] if peer else [])
+    rows = []
+    for e in results:
+        ms = e["median_ms"]
+        cells = [f"{ms[b]:.2f} ms" if b in ms else "error" for b in header[1:]]
+        if peer and peer in ms:
+            cells[: len(backends)] = [
+                f"{ms[b]:.2f} ms (x{ms[b] / ms[peer]:.2f})" if b in ms else "error"
+                for b in backends
+            ]
+        rows.append([e["model"], *cells])
+    print(table(rows, header))
+    summary: dict[str, float] = {}
+    if peer:
+        for b in backends:
+            ratios = [e["median_ms"][b] / e["median_ms"][peer] for e in results
+                      if b in e["median_ms"] and peer in e["median_ms"]]  # fmt: skip
+            if ratios:
+                summary[b] = float(math.exp(np.mean(np.log(ratios))))
+                print(f"geometric mean time ratio {b}/{peer}: {summary[b]:.2f}")
+    for e in results:
+        for name, err in e["errors"].items():
+            print(f"{e['model']} on {name}: {err}", file=sys.stderr)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"results": results, "geomean_ratio": summary, "against": peer}, f, indent=2)
+    return 0
+
+
+def add_commands(sub: Any, table: Table) -> None:
+    """Register info/run/bench on the CLI's subparsers."""
+    p = sub.add_parser("info", help="inputs, outputs, opsets, ops and their support per backend")
+    p.add_argument("model")
+    p.add_argument("--backends", help="comma-separated (default: the available ones)")
+    p.set_defaults(func=lambda a: cmd_info(a, table))
+    p = sub.add_parser("run", help="run a model once (random feeds unless --input is given)")
+    p.add_argument("model")
+    p.add_argument("--backend")
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy")
+    p.add_argument("--compare", metavar="onnxruntime|BACKEND")
+    p.add_argument("--benchmark", type=int, metavar="N", default=0)
+    p.set_defaults(func=lambda a: cmd_run(a, table))
+    p = sub.add_parser("bench", help="time models on several backends side by side")
+    p.add_argument("models", nargs="+")
+    p.add_argument("--backends", help="comma-separated (default: the available ones)")
+    p.add_argument("--against", metavar="onnxruntime|BACKEND")
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--json", metavar="FILE")
+    p.set_defaults(func=lambda a: cmd_bench(a, table))

@@ -1,0 +1,311 @@
+"""ONNX ModelProto -> :class:`Graph`, with every way a model can be broken turned into an
+InvalidModelError that says what is wrong.
+
+External data is read only from inside the model's folder: absolute locations and paths
+escaping it (``..``, symlinks) are refused.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import DType, dtype as as_dtype
+from ..errors import InvalidInputError, InvalidModelError, SpawnMLError, UnsupportedOpError
+from ..onnx_attributes import node_from_proto
+from ..op import TensorInfo
+from .ir import Graph, Value, topological_order
+
+_MAX_MODEL_BYTES = 2**31 - 1  # protobuf's own limit
+
+
+def load_model_proto(model: str | os.PathLike | bytes | Any) -> tuple[Any, Path | None]:
+    """Parse a model from a path, bytes or a ModelProto; returns it with its folder."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    if hasattr(model, "graph") and hasattr(model, "opset_import"):
+        return model, None
+    base: Path | None = None
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        data = bytes(model)
+    elif isinstance(model, (str, os.PathLike)):
+        path = Path(model)
+        if not path.is_file():
+            raise InvalidModelError(f"model file {str(path)!r} does not exist")
+        data = path.read_bytes()
+        base = path.resolve().parent
+    else:
+        raise InvalidModelError(f"expected a model path, bytes or ModelProto, got {type(model)}")
+    if not data:
+        raise InvalidModelError("the model is empty (0 bytes)")
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        raise InvalidModelError(
+            f"the model bytes are not a valid ONNX protobuf (truncated or malformed): {exc}"
+        ) from None
+    if not proto.HasField("graph"):
+        raise InvalidModelError("the model has no graph (not an ONNX model, or truncated)")
+    if not proto.opset_import:
+        raise InvalidModelError("the model declares no opset_import")
+    return proto, base
+
+
+# ------------------------------------------------------------------------- external data
+
+
+def _external_bytes(tensor: Any, base: Path | None) -> bytes:
+    info = {e.key: e.value for e in tensor.external_data}
+    location = info.get("location", "")
+    what = f"initializer {tensor.name!r}"
+    if base is None:
+        raise InvalidModelError(
+            f"{what} stores its data in external file {location!r}, but the model was given "
+            "as bytes; load it from its path so the file can be found"
+        )
+    if not location:
+        raise InvalidModelError(f"{what} is external but names no location")
+    if os.path.isabs(location) or location.startswith(("/", "\\")) or ":" in location[:3]:
+        raise InvalidModelError(
+            f"{what}: external data location {location!r} is an absolute path; only files "
+            "inside the model's folder are read"
+        )
+    parts = Path(location.replace("\\", "/")).parts
+    if ".." in parts:
+        raise InvalidModelError(
+            f"{what}: external data location {location!r} escapes the model's folder ('..')"
+        )
+    path = (base / location).resolve()
+    if base != path and base not in path.parents:
+        raise InvalidModelError(
+            f"{what}: external data location {location!r} resolves outside the model's "
+            f"folder ({path})"
+        )
+    if not path.is_file():
+        raise InvalidModelError(f"{what}: external data file {location!r} does not exist")
+    try:
+        offset = int(info.get("offset", 0))
+        length = int(info["length"]) if "length" in info else None
+    except ValueError:
+        raise InvalidModelError(f"{what}: bad external data offset/length {info}") from None
+    size = path.stat().st_size
+    if (
+        offset < 0
+        or offset > size
+        or (length is not None and (length < 0 or offset + length > size))
+    ):
+        raise InvalidModelError(
+            f"{what}: external data range offset={offset} length={length} is outside "
+            f"{location!r} ({size} bytes)"
+        )
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read() if length is None else f.read(length)
+
+
+def tensor_to_array(tensor: Any, base: Path | None) -> np.ndarray:
+    """A TensorProto as a numpy array (external data resolved safely)."""
+    from onnx import TensorProto, numpy_helper
+
+    what = f"initializer {tensor.name!r}"
+    if tensor.data_location == TensorProto.EXTERNAL:
+        t = TensorProto()
+        t.CopyFrom(tensor)
+        del t.external_data[:]
+        t.data_location = TensorProto.DEFAULT
+        t.raw_data = _external_bytes(tensor, base)
+        tensor = t
+    try:
+        if as_dtype(int(tensor.data_type)) is DType.bfloat16:
+            raise InvalidInputError("bfloat16")
+    except InvalidInputError:
+        raise UnsupportedOpError(
+            f"{what} has element type {_type_name(tensor.data_type)}, which spawnml does not "
+            "support"
+        ) from None
+    try:
+        array = numpy_helper.to_array(tensor)
+    except Exception as exc:  # noqa: BLE001 - onnx raises many kinds for bad tensors
+        raise InvalidModelError(f"{what} cannot be decoded: {exc}") from None
+    expected = int(np.prod(tuple(tensor.dims), dtype=np.int64))
+    if array.size != expected:
+        raise InvalidModelError(f"{what} holds {array.size} values for shape {tuple(tensor.dims)}")
+    return array
+
+
+# ----------------------------------------------------------------------------- types
+
+
+def _type_name(code: int) -> str:
+    from onnx import TensorProto
+
+    try:
+        return TensorProto.DataType.Name(int(code))
+    except ValueError:
+        return f"code {code}"
+
+
+def type_to_info(type_proto: Any, what: str) -> TensorInfo | None:
+    """A ValueInfo's TypeProto as TensorInfo (dims: int, symbolic name, or None)."""
+    if not type_proto.HasField("tensor_type"):
+        which = type_proto.WhichOneof("value")
+        if which is None:
+            return None
+        raise UnsupportedOpError(f"{what} has type {which!r}; only tensors are supported")
+    tt = type_proto.tensor_type
+    try:
+        dt = as_dtype(int(tt.elem_type)) if tt.elem_type else None
+    except InvalidInputError:
+        raise UnsupportedOpError(
+            f"{what} has element type {_type_name(tt.elem_type)}, which spawnml does not support"
+        ) from None
+    if dt is None:
+        return None
+    if dt is DType.bfloat16:
+        raise UnsupportedOpError(
+            f"{what} has element type bfloat16, which spawnml does not support"
+        )
+    if not tt.HasField("shape"):
+        return TensorInfo(dt, None)
+    dims: list[int | str | None] = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value"):
+            if d.dim_value < 0:
+                raise InvalidModelError(f"{what} has negative dimension {d.dim_value}")
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param") and d.dim_param:
+            dims.append(d.dim_param)
+        else:
+            dims.append(None)
+    return TensorInfo(dt, tuple(dims))
+
+
+# ----------------------------------------------------------------------------- graphs
+
+
+def _convert_graph(
+    gp: Any, opsets: dict[str, int], base: Path | None, outer: set[str], where: str
+) -> Graph:
+    from onnx import AttributeProto
+
+    initializers: dict[str, np.ndarray] = {}
+    for t in gp.initializer:
+        if not t.name:
+            raise InvalidModelError(f"{where}: an initializer has no name")
+        initializers[t.name] = tensor_to_array(t, base)
+    for st in gp.sparse_initializer:
+        values = tensor_to_array(st.values, base)
+        indices = tensor_to_array(st.indices, base).astype(np.int64)
+        dense = np.zeros(tuple(st.dims), dtype=values.dtype)
+        try:
+            if indices.ndim == 1:
+                dense.reshape(-1)[indices] = values
+            else:
+                dense[tuple(indices.T)] = values
+        except (IndexError, ValueError) as exc:
+            raise InvalidModelError(
+                f"{where}: sparse initializer {st.values.name!r} is inconsistent: {exc}"
+            ) from None
+        initializers[st.values.name] = dense
+    init_names = set(initializers)
+    inputs = [
+        Value(v.name, type_to_info(v.type, f"{where} input {v.name!r}"))
+        for v in gp.input
+        if v.name not in init_names  # old models list initializers as inputs too
+    ]
+    # An input with an initializer is an overridable default; treat it as a constant.
+    outputs = [Value(v.name, type_to_info(v.type, f"{where} output {v.name!r}")) for v in gp.output]
+    value_info: dict[str, TensorInfo] = {}
+    for v in gp.value_info:
+        try:
+            info = type_to_info(v.type, f"value {v.name!r}")
+        except InvalidModelError:
+            continue  # value_info is advisory
+        if info is not None:
+            value_info[v.name] = info
+    nodes = []
+    scope = outer | init_names | {v.name for v in inputs}
+    for i, proto in enumerate(gp.node):
+        domain = "" if proto.domain == "ai.onnx" else proto.domain
+        if domain not in opsets:
+            raise InvalidModelError(
+                f"{where}: node {proto.name or i!r} ({proto.op_type}) uses domain {domain!r}, "
+                f"which the model does not import (opset_import: {sorted(opsets)})"
+            )
+        if not proto.op_type:
+            raise InvalidModelError(f"{where}: node {i} has no op_type")
+        try:
+            node = node_from_proto(proto, opsets[domain])
+        except SpawnMLError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - malformed attributes
+            raise InvalidModelError(
+                f"{where}: node {proto.name or i!r}: bad attribute: {exc}"
+            ) from None
+        node.domain = domain
+        if not node.name:
+            node.name = f"{proto.op_type}_{i}"
+        inner_scope = scope | {o for n in gp.node for o in n.output}
+        for attr in proto.attribute:
+            if attr.type == AttributeProto.GRAPH:
+                node.subgraphs[attr.name] = _convert_graph(
+                    attr.g, opsets, base, inner_scope, f"{node.describe()} {attr.name}"
+                )
+                node.attrs.pop(attr.name, None)
+            elif attr.type == AttributeProto.GRAPHS:
+                raise InvalidModelError(
+                    f"{node.describe()}: graph-list attributes are not supported"
+                )
+        nodes.append(node)
+    seen: set[str] = set()
+    for n in nodes:
+        for o in n.outputs:
+            if o and (o in seen or o in init_names or o in {v.name for v in inputs}):
+                raise InvalidModelError(f"{where}: value {o!r} is defined more than once")
+            seen.add(o)
+    available = outer | init_names | {v.name for v in inputs}
+    ordered = topological_order(nodes, available, where)
+    defined = available | seen
+    for v in outputs:
+        if v.name not in defined:
+            raise InvalidModelError(f"{where}: output {v.name!r} is not computed by any node")
+    return Graph(ordered, inputs, outputs, initializers, value_info, dict(opsets), gp.name)
+
+
+def import_model(model: str | os.PathLike | bytes | Any) -> Graph:
+    """Import an ONNX model (path, bytes or ModelProto) as a validated :class:`Graph`."""
+    proto, base = load_model_proto(model)
+    opsets: dict[str, int] = {}
+    for o in proto.opset_import:
+        opsets["" if o.domain == "ai.onnx" else o.domain] = int(o.version)
+    if "" not in opsets:
+        opsets[""] = 1  # ONNX default when only other domains are imported
+    graph = _convert_graph(proto.graph, opsets, base, set(), f"graph {proto.graph.name!r}")
+    if not graph.outputs:
+        raise InvalidModelError("the model's graph has no outputs")
+    _add_inferred_types(proto, graph)
+    return graph
+
+
+def _add_inferred_types(proto: Any, graph: Graph) -> None:
+    """Merge onnx's shape inference (symbolic dims) into value_info; advisory only."""
+    import onnx
+
+    if proto.ByteSize() > (1 << 30):
+        return
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False)
+    except Exception:  # noqa: BLE001 - our own per-op inference is authoritative
+        return
+    for v in list(inferred.graph.value_info) + list(inferred.graph.output):
+        try:
+            info = type_to_info(v.type, v.name)
+        except InvalidModelError:
+            continue
+        if info is not None and v.name not in graph.value_info:
+            graph.value_info[v.name] = info

@@ -1,0 +1,209 @@
+"""Specialise a graph for one set of input shapes: infer every value, fold constants on the
+host, and place each remaining node on a backend.
+
+Constant folding runs on the host with each op's numpy reference: any node whose inputs are
+all known (initializers, earlier folds) and ``Shape``/``Size`` of a tensor whose shape is known
+become constants, so shape arithmetic never runs on a device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..backend import Backend
+from ..dtypes import dtype as as_dtype
+from ..errors import InvalidModelError, KernelError, SpawnMLError
+from ..execute import PreparedLowering
+from ..op import HostOnly, In, Node, OpDef, TensorInfo
+from ..registry import backend_kernels, find_op
+from .fusion import FUSED_ATTR, apply_fused_activation
+from .ir import Graph, node_reads
+
+HOST = "host"
+CONTROL_FLOW = {"If", "Loop", "Scan"}
+# Ops whose result differs per run: never folded.
+NONDETERMINISTIC = {
+    "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+    "Bernoulli",
+}  # fmt: skip
+SHAPE_ONLY = {"Shape", "Size"}  # results depend on the input's shape, never its values
+FOLD_LIMIT = 1 << 26  # bytes; larger folded constants stay computed at run time
+
+
+@dataclass
+class NodePlan:
+    """How one node runs for this shape set."""
+
+    node: Node
+    op: OpDef
+    inputs: list[TensorInfo | None]
+    outputs: list[TensorInfo]
+    values: list[np.ndarray | None]
+    location: str  # a backend name, "host", or "folded"
+    kind: str
+    """"kernel" (backend-specific), "portable", "host" (declared host-only), "control"
+    (If/Loop), "folded" (constant), "reference" (no backend could: numpy on the host),
+    "dynamic" (shapes known only at run time)."""
+    run: Any = None  # PreparedLowering or a BackendKernel's run(inputs, outputs)
+    aliases: dict[int, int] = field(default_factory=dict)
+    used_inputs: set[int] = field(default_factory=set)  # inputs a device step reads
+    reason: str = ""  # why the first backend does not run it
+
+
+@dataclass
+class Specialised:
+    """Every value's info and constant, and every node's plan, for one input-shape set."""
+
+    infos: dict[str, TensorInfo | None]
+    consts: dict[str, np.ndarray]
+    steps: list[NodePlan]
+
+
+def _known(info: TensorInfo | None) -> bool:
+    return info is not None and info.is_static
+
+
+def lookup_op(node: Node) -> OpDef:
+    return find_op(node.domain, node.op_type, node.opset)
+
+
+def host_reference(plan_op: OpDef, node: Node, arrays: Sequence[np.ndarray | None]) -> list:
+    """Run a node on the host with its numpy reference (applying a fused activation)."""
+    with np.errstate(all="ignore"):
+        outs = list(plan_op.reference(node, list(arrays)))
+    if FUSED_ATTR in node.attrs:
+        outs[0] = apply_fused_activation(node, outs[0])
+    return outs
+
+
+def _fold(op: OpDef, node: Node, infos: list[TensorInfo | None], consts: list) -> list | None:
+    if node.op_type in NONDETERMINISTIC or node.subgraphs:
+        return None
+    if node.op_type in SHAPE_ONLY and node.domain == "" and _known(infos[0]):
+        dummy = np.broadcast_to(np.zeros((), infos[0].dtype.numpy), infos[0].shape)  # type: ignore[union-attr, arg-type]
+        return host_reference(op, node, [dummy])
+    if all(c is not None or not name for c, name in zip(consts, node.inputs)):
+        if sum(c.nbytes for c in consts if c is not None) > FOLD_LIMIT:
+            return None
+        outs = host_reference(op, node, consts)
+        if sum(np.asarray(o).nbytes for o in outs) > FOLD_LIMIT:
+            return None
+        return [np.asarray(o) for o in outs]
+    return None
+
+
+def _used_inputs(lowering: Any) -> set[int]:
+    used = {r.index for launch in lowering.launches for r in launch.inputs if isinstance(r, In)}
+    return used | set(lowering.aliases.values())
+
+
+def place_node(
+    step: NodePlan, backends: Sequence[Backend], on_reason: Callable[[str, str], None] | None = None
+) -> None:
+    """Choose the first backend with a kernel for the node (backend-specific kernel first,
+    else the portable lowering); HostOnly ops and nodes no backend runs go to the host."""
+    node, op = step.node, step.op
+    reasons: list[str] = []
+    if node.subgraphs or (node.op_type in CONTROL_FLOW and node.domain == ""):
+        step.location, step.kind = HOST, "control"
+        return
+    if op.host_only:
+        step.location, step.kind, step.reason = HOST, "host", f"{node.op_type} is host-only"
+        return
+    for backend in backends:
+        try:
+            for kernel in backend_kernels(backend.name, node.domain, node.op_type):
+                if FUSED_ATTR in node.attrs:
+                    break  # backend kernels see plain nodes only
+                if kernel.supports(node, step.inputs, step.outputs):
+                    step.run = kernel.prepare(backend, node, step.inputs, step.outputs, step.values)
+                    step.location, step.kind = backend.name, "kernel"
+                    step.reason = "; ".join(reasons)
+                    step.used_inputs = {i for i, n in enumerate(node.inputs) if n}
+                    return
+            for info in [*step.inputs, *step.outputs]:
+                if info is not None:
+                    backend.storage_dtype(info.dtype)
+            lowering = op.lower(node, step.inputs, step.outputs, step.values)
+            step.run = PreparedLowering(backend, lowering, step.inputs, step.outputs)
+            step.location, step.kind = backend.name, "portable"
+            step.reason = "; ".join(reasons)
+            step.aliases = dict(lowering.aliases)
+            step.used_inputs = _used_inputs(lowering)
+            return
+        except HostOnly as exc:
+            step.location, step.kind, step.reason = HOST, "host", str(exc)
+            return
+        except InvalidModelError:
+            raise
+        except (SpawnMLError, KernelError) as exc:
+            reasons.append(f"{backend.name}: {type(exc).__name__}: {exc}")
+    # No backend has a kernel: the host computes the numpy reference (reported, not silent).
+    step.location, step.kind = HOST, "reference"
+    step.reason = "; ".join(reasons) or "no backend"
+
+
+def specialise(
+    graph: Graph,
+    feeds: dict[str, TensorInfo],
+    backends: Sequence[Backend],
+    outer_consts: dict[str, np.ndarray] | None = None,
+) -> Specialised:
+    """Infer, fold and place every node of ``graph`` for concrete feed infos."""
+    infos: dict[str, TensorInfo | None] = dict(feeds)
+    consts: dict[str, np.ndarray] = dict(outer_consts or {})
+    for name, array in graph.initializers.items():
+        consts[name] = array
+        infos[name] = TensorInfo(as_dtype(array.dtype), tuple(array.shape))
+    for name, array in consts.items():
+        infos.setdefault(name, TensorInfo(as_dtype(array.dtype), tuple(array.shape)))
+    steps: list[NodePlan] = []
+    for node in graph.nodes:
+        op = lookup_op(node)
+        ins = [infos.get(n) if n else None for n in node.inputs]
+        vals = [consts.get(n) if n else None for n in node.inputs]
+        folded = _fold(op, node, ins, vals)
+        if folded is not None:
+            if len(folded) < len([o for o in node.outputs if o]):
+                raise InvalidModelError(f"{node.describe()}: produced {len(folded)} outputs")
+            outs = []
+            for name, array in zip(node.outputs, folded):
+                if name:
+                    consts[name] = array
+                    infos[name] = TensorInfo(as_dtype(array.dtype), tuple(array.shape))
+                outs.append(infos.get(name))
+            steps.append(NodePlan(node, op, ins, outs, vals, "folded", "folded"))
+            continue
+        out_infos = op.infer(node, ins, vals)
+        for name, info in zip(node.outputs, out_infos):
+            if name:
+                infos[name] = info
+        step = NodePlan(node, op, ins, list(out_infos), vals, HOST, "dynamic")
+        if node.subgraphs:
+            step.kind = "control"  # bodies are specialised when they run
+        elif all(_known(i) for i, n in zip(ins, node.inputs) if n) and all(
+            _known(o) for o in out_infos
+        ):
+            place_node(step, backends)
+        steps.append(step)
+    _drop_unused(graph, steps)
+    return Specialised(infos, consts, steps)
+
+
+def _drop_unused(graph: Graph, steps: list[NodePlan]) -> None:
+    """Nodes whose results only fed folded nodes are not run ("unused")."""
+    needed = {v.name for v in graph.outputs}
+    for step in reversed(steps):
+        if step.kind == "folded":
+            continue
+        if any(o in needed for o in step.node.outputs if o):
+            needed.update(node_reads(step.node))
+        else:
+            step.kind, step.location = "unused", "unused"
+            if hasattr(step.run, "close"):
+                step.run.close()
+            step.run = None

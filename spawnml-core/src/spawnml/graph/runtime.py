@@ -1,0 +1,343 @@
+"""Execute a graph: plans cached per input-shape set, kernels launched in order,
+intermediates kept on their device, transfers only where placement changes backend.
+
+A value lives at one location (a backend name, or "host" for numpy arrays); a consumer on
+another location gets a copy made once per run. Steps whose input shapes were unknown when
+planning (after data-dependent ops) are specialised on the fly, cached by their shapes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..backend import Backend
+from ..dtypes import DType, dtype as as_dtype
+from ..errors import InvalidModelError
+from ..op import TensorInfo
+from ..tensor import DeviceTensor
+from .ir import Graph
+from .plan import HOST, NodePlan, Specialised, host_reference, place_node, specialise
+from .planner import MemoryPlan, plan_memory
+
+Tensor = np.ndarray | DeviceTensor
+
+
+@dataclass
+class Plan:
+    """A graph specialised for one input-shape set, placed, memory-planned, with its
+    device constants uploaded."""
+
+    spec: Specialised
+    memory: MemoryPlan
+    extra_reads: dict[int, list[str]]
+    device_consts: dict[tuple[str, str], DeviceTensor] = field(default_factory=dict)
+    dynamic: dict[tuple, NodePlan] = field(default_factory=dict)
+
+    def close(self) -> None:
+        for t in self.device_consts.values():
+            t.close()
+        for step in self.spec.steps:
+            if hasattr(step.run, "close"):
+                step.run.close()
+
+
+def _where(t: Tensor) -> str:
+    return t.backend.name if isinstance(t, DeviceTensor) else HOST
+
+
+def _shape(t: Tensor) -> tuple[int, ...]:
+    return tuple(t.shape)
+
+
+def _dtype(t: Tensor) -> DType:
+    return t.dtype if isinstance(t, DeviceTensor) else as_dtype(t.dtype)
+
+
+class Runner:
+    """Runs one graph (a model's main graph or an If/Loop body) on ordered backends."""
+
+    def __init__(
+        self,
+        graph: Graph,
+        backends: Sequence[Backend],
+        weights: dict[tuple[str, str], DeviceTensor] | None = None,
+    ) -> None:
+        self.graph = graph
+        self.backends = list(backends)
+        self.by_name = {b.name: b for b in self.backends}
+        self.weights = weights if weights is not None else {}
+        self.plans: dict[tuple, Plan] = {}
+        self._lock = threading.RLock()
+        self._subrunners: dict[tuple[int, str], Runner] = {}
+        self.outputs = {v.name for v in graph.outputs}
+        self.last_plan: Plan | None = None
+
+    # -- planning ------------------------------------------------------------------------
+    def plan(self, feeds: dict[str, TensorInfo], outer_consts: dict | None = None) -> Plan:
+        """The cached plan for these feed infos (built and weights uploaded on first use)."""
+        key = tuple(sorted((n, i.dtype.value, i.shape) for n, i in feeds.items()))
+        with self._lock:
+            plan = self.plans.get(key)
+            if plan is None:
+                spec = specialise(self.graph, feeds, self.backends, outer_consts)
+                extra = {
+                    i: sorted({n for g in s.node.subgraphs.values() for n in g.outer_names()})
+                    for i, s in enumerate(spec.steps)
+                    if s.node.subgraphs
+                }
+                memory = plan_memory(spec, self.by_name, self.outputs, extra)
+                plan = Plan(spec, memory, extra)
+                self._upload_consts(plan)
+                self.plans[key] = plan
+            self.last_plan = plan
+            return plan
+
+    def _upload_consts(self, plan: Plan) -> None:
+        """Upload, one tensor at a time, each constant a device step reads."""
+        for step in plan.spec.steps:
+            if step.location not in self.by_name:
+                continue
+            backend = self.by_name[step.location]
+            for i in sorted(step.used_inputs):
+                name = step.node.inputs[i]
+                if not name or name not in plan.spec.consts:
+                    continue
+                key = (backend.name, name)
+                store = self.weights if name in self.graph.initializers else plan.device_consts
+                if key not in store:
+                    store[key] = DeviceTensor.from_numpy(backend, plan.spec.consts[name])
+
+    # -- execution -----------------------------------------------------------------------
+    def run(self, feeds: dict[str, Tensor], want: Sequence[str]) -> dict[str, Tensor]:
+        """Run with validated feeds (arrays or DeviceTensors); returns the wanted values at
+        their home location. The caller owns returned DeviceTensors."""
+        infos = {n: TensorInfo(_dtype(t), _shape(t)) for n, t in feeds.items()}
+        plan = self.plan(infos)
+        return _Execution(self, plan, feeds).run(want)
+
+    def subrunner(self, node_id: int, attr: str, graph: Graph) -> Runner:
+        with self._lock:
+            key = (node_id, attr)
+            if key not in self._subrunners:
+                self._subrunners[key] = Runner(graph, self.backends, {})
+            return self._subrunners[key]
+
+    def close(self) -> None:
+        for plan in self.plans.values():
+            plan.close()
+        self.plans.clear()
+        for sub in self._subrunners.values():
+            sub.close()
+        for t in self.weights.values():
+            t.close()
+        self.weights.clear()
+
+
+class _Execution:
+    """The state of one run: values by name at their home location, copies, slots."""
+
+    def __init__(self, runner: Runner, plan: Plan, feeds: dict[str, Tensor]) -> None:
+        self.runner = runner
+        self.plan = plan
+        self.values: dict[str, Tensor] = dict(feeds)
+        self.copies: dict[tuple[str, str], Tensor] = {}
+        self.owned: set[str] = set()  # values this run allocated (freed after last use)
+        self.slots: dict[tuple[str, int], DeviceTensor] = {}
+        self.viewed: list[DeviceTensor] = []  # dead tensors still viewed by live values
+
+    def tensor(self, name: str, where: str) -> Tensor:
+        """Value ``name`` at location ``where`` (copied there once per run if needed)."""
+        plan = self.plan
+        if name not in self.values and name in plan.spec.consts:
+            if where != HOST:
+                key = (where, name)
+                found = self.runner.weights.get(key) or plan.device_consts.get(key)
+                if found is None:
+                    found = plan.device_consts[key] = DeviceTensor.from_numpy(
+                        self.runner.by_name[where], plan.spec.consts[name]
+                    )
+                return found
+            return plan.spec.consts[name]
+        value = self.values[name]
+        if _where(value) == where:
+            return value
+        key = (name, where)
+        if key not in self.copies:
+            host = value.numpy() if isinstance(value, DeviceTensor) else value
+            self.copies[key] = (
+                host if where == HOST else DeviceTensor.from_numpy(self.runner.by_name[where], host)
+            )
+        return self.copies[key]
+
+    def _output_tensor(self, step: NodePlan, j: int, name: str, planned: bool) -> DeviceTensor:
+        backend = self.runner.by_name[step.location]
+        info = step.outputs[j]
+        shape = tuple(int(d) for d in info.shape)  # type: ignore[union-attr, arg-type]
+        slot = self.plan.memory.assignment.get(name) if planned else None
+        if slot is None:
+            self.owned.add(name)
+            return DeviceTensor.empty(backend, shape, info.dtype)
+        owner = self.slots.get(slot)
+        if owner is None:
+            nbytes = self.plan.memory.slots[slot[0]][slot[1]]
+            owner = self.slots[slot] = DeviceTensor.empty(backend, (nbytes,), DType.uint8)
+        return DeviceTensor(backend, owner.buffer, shape, info.dtype, _owner=owner)
+
+    def _dynamic(self, step: NodePlan, inputs: list[Tensor | None]) -> NodePlan:
+        """Specialise one node for the shapes (and host values) it actually got."""
+        node, op = step.node, step.op
+        infos = [None if t is None else TensorInfo(_dtype(t), _shape(t)) for t in inputs]
+        values = [
+            t if isinstance(t, np.ndarray) and i in op.value_inputs else step.values[i]
+            for i, t in enumerate(inputs)
+        ]
+        shapes = tuple((i.dtype, i.shape) if i else None for i in infos)
+        known = tuple(v.tobytes() if isinstance(v, np.ndarray) else None for v in values)
+        key = (id(node), shapes, known)
+        with self.runner._lock:
+            found = self.plan.dynamic.get(key)
+            if found is None:
+                outs = op.infer(node, infos, values)
+                found = NodePlan(node, op, infos, list(outs), values, HOST, "host")
+                if all(o.is_static for o in outs):
+                    place_node(found, self.runner.backends)
+                self.plan.dynamic[key] = found
+        return found
+
+    def run(self, want: Sequence[str]) -> dict[str, Tensor]:
+        from .control import run_control
+
+        steps = self.plan.spec.steps
+        last_use = self.plan.memory.last_use
+        try:
+            for index, step in enumerate(steps):
+                if step.kind in ("folded", "unused"):
+                    continue
+                if step.kind == "dynamic" or not self._matches(step):
+                    step = self._dynamic(step, self._probe(step))
+                    planned = False
+                else:
+                    planned = True
+                self._run_step(step, planned, index, run_control)
+                self._release(index, last_use)
+            return {name: self._result(name) for name in want}
+        finally:
+            self._finish(want)
+
+    def _matches(self, step: NodePlan) -> bool:
+        """Whether the inputs have the shapes the step was planned for."""
+        for name, info in zip(step.node.inputs, step.inputs):
+            if name and name in self.values and info is not None:
+                if _shape(self.values[name]) != tuple(info.shape or ()):
+                    return False
+        return True
+
+    def _probe(self, step: NodePlan) -> list[Tensor | None]:
+        """The inputs as they are, with value inputs brought to the host."""
+        out: list[Tensor | None] = []
+        for i, name in enumerate(step.node.inputs):
+            if not name:
+                out.append(None)
+            elif i in step.op.value_inputs or name not in self.values:
+                out.append(self.tensor(name, HOST))
+            else:
+                out.append(self.values[name])
+        return out
+
+    def _run_step(self, step: NodePlan, planned: bool, index: int, run_control: Any) -> None:
+        node = step.node
+        where = step.location
+        if step.kind == "control":
+            arrays = [self.tensor(n, HOST) if n else None for n in node.inputs]
+            outer = {n: self.tensor(n, HOST) for n in self.plan.extra_reads.get(index, [])
+                     if n in self.values or n in self.plan.spec.consts}  # fmt: skip
+            results = run_control(self.runner, node, arrays, outer)
+            self._store(node.outputs, results)
+            return
+        if where == HOST:
+            arrays = [self.tensor(n, HOST) if n else None for n in node.inputs]
+            results = host_reference(step.op, node, arrays)
+            for j, r in enumerate(results):
+                if j < len(step.outputs) and step.outputs[j] is not None:
+                    results[j] = np.asarray(r).astype(step.outputs[j].dtype.numpy, copy=False)
+            self._store(node.outputs, results)
+            return
+        ins: list[Any] = [
+            self.tensor(n, where)
+            if n and (i in step.used_inputs or step.kind == "kernel")
+            else None
+            for i, n in enumerate(node.inputs)
+        ]
+        outs: list[DeviceTensor] = []
+        for j, name in enumerate(node.outputs[: len(step.outputs)]):
+            if j in step.aliases:
+                src = ins[step.aliases[j]]
+                outs.append(src.reshape(step.outputs[j].shape))  # type: ignore[union-attr, arg-type]
+            else:
+                outs.append(self._output_tensor(step, j, name or f"#{index}.{j}", planned))
+        step.run.run(ins, outs) if hasattr(step.run, "run") else step.run(ins, outs)
+        self._store(node.outputs, outs)
+
+    def _store(self, names: Sequence[str], results: Sequence[Tensor]) -> None:
+        for name, r in zip(names, results):
+            if name:
+                self.values[name] = r
+                if isinstance(r, DeviceTensor) and r._owner is None:
+                    self.owned.add(name)
+
+    def _release(self, index: int, last_use: dict[str, int]) -> None:
+        """Free device values (and copies) whose last reader has run; a tensor another
+        live value views stays alive until the end of the run."""
+        dead = [n for n in list(self.values) if last_use.get(n, index) <= index
+                and n not in self.runner.outputs]  # fmt: skip
+        for name in dead:
+            value = self.values.pop(name)
+            if name in self.owned and isinstance(value, DeviceTensor):
+                self._drop(value)
+            self.owned.discard(name)
+            for key in [k for k in self.copies if k[0] == name]:
+                copy = self.copies.pop(key)
+                if isinstance(copy, DeviceTensor):
+                    self._drop(copy)
+
+    def _drop(self, tensor: DeviceTensor) -> None:
+        if any(isinstance(v, DeviceTensor) and v._owner is tensor for v in self.values.values()):
+            self.viewed.append(tensor)
+        else:
+            tensor.close()
+
+    def _result(self, name: str) -> Tensor:
+        if name in self.values:
+            return self.values[name]
+        if name in self.plan.spec.consts:
+            return self.plan.spec.consts[name]
+        raise InvalidModelError(f"output {name!r} was not computed")
+
+    def _finish(self, want: Sequence[str]) -> None:
+        """Free what this run allocated, except the wanted results (a returned reshape view
+        takes over the buffer of the tensor it views)."""
+        wanted = [self.values[n] for n in set(want) if n in self.values]
+        mine = [c for c in self.copies.values() if isinstance(c, DeviceTensor)] + self.viewed
+        mine += [
+            v for n, v in self.values.items() if n in self.owned and isinstance(v, DeviceTensor)
+        ]
+        for view in wanted:
+            owner = view._owner if isinstance(view, DeviceTensor) else None
+            if owner is None or owner.closed or any(owner is w for w in wanted):
+                continue
+            if any(owner is m for m in mine):
+                buffer = owner.buffer
+                owner._buffer = None  # detached, not freed: the view owns it now
+                view._owner = None
+                view._buffer = buffer
+        for tensor in mine:
+            if not any(tensor is w for w in wanted):
+                tensor.close()
+        self.copies.clear()
+        for owner in self.slots.values():
+            owner.close()

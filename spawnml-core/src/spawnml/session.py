@@ -1,0 +1,276 @@
+"""InferenceSession: load an ONNX model once, run it many times (onnxruntime conventions).
+
+Thread safety: ``run`` may be called from several threads. Feed validation and host work
+run concurrently; building a plan for a new input-shape set is serialised per session, and
+device work is serialised per backend (one lock per backend instance, shared by every
+session), because a backend's buffer pool and queue are not thread-safe. For parallel
+throughput on one device, batch inputs instead of adding threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .backend import Backend
+from .errors import InvalidInputError, UnsupportedOpError
+from .graph.feeds import validate_feeds
+from .graph.importer import import_model
+from .graph.passes import PassReport, optimise
+from .graph.plan import HOST, lookup_op
+from .graph.runtime import Plan, Runner
+from .op import TensorInfo
+from .registry import get_available_backends, get_backend
+from .tensor import DeviceTensor
+
+log = logging.getLogger("spawnml.session")
+
+_backend_locks: dict[int, threading.RLock] = {}
+_locks_guard = threading.Lock()
+
+
+def _backend_lock(backend: Backend) -> threading.RLock:
+    with _locks_guard:
+        return _backend_locks.setdefault(id(backend), threading.RLock())
+
+
+@dataclass
+class SessionOptions:
+    """Session settings: ``optimize`` runs the fusing passes (Conv+BN, activations)."""
+
+    optimize: bool = True
+    log_fallback: bool = True
+
+
+@dataclass(frozen=True)
+class NodeArg:
+    """An input or output: ``name``, ``shape`` (ints, or strings for symbolic dims) and
+    ``type`` such as ``"tensor(float)"``."""
+
+    name: str
+    shape: list[int | str | None] | None
+    type: str
+
+
+class Placement(dict):
+    """Node name -> backend name (or "host"), with ``counts`` per backend and ``kinds``
+    (node -> how it runs: kernel, portable, host, reference, control, folded)."""
+
+    def __init__(self, plan: Plan) -> None:
+        super().__init__()
+        self.kinds: dict[str, str] = {}
+        self.reasons: dict[str, str] = {}
+        for step in plan.spec.steps:
+            if step.kind in ("folded", "unused"):
+                continue
+            self[step.node.name] = step.location
+            self.kinds[step.node.name] = step.kind
+            if step.reason:
+                self.reasons[step.node.name] = step.reason
+        self.counts: Counter[str] = Counter(self.values())
+        self.folded = sum(1 for s in plan.spec.steps if s.kind == "folded")
+        self.unused = sum(1 for s in plan.spec.steps if s.kind == "unused")
+
+
+@dataclass
+class MemoryReport:
+    """Planned device memory for one input-shape set (weights excluded)."""
+
+    planned_peak_bytes: int
+    intermediate_bytes: int
+    output_bytes: int
+    slots: dict[str, list[int]] = field(default_factory=dict)
+
+
+def _arg(name: str, info: TensorInfo | None) -> NodeArg:
+    if info is None:
+        return NodeArg(name, None, "tensor(undefined)")
+    shape = None if info.shape is None else list(info.shape)
+    return NodeArg(name, shape, info.dtype.onnx_type_name)
+
+
+class InferenceSession:
+    """Runs an ONNX model on the given backends, in preference order."""
+
+    def __init__(
+        self,
+        path_or_bytes: str | os.PathLike | bytes | Any,
+        backends: Sequence[str | Backend] | None = None,
+        strict: bool = False,
+        options: SessionOptions | Mapping[str, Any] | None = None,
+    ) -> None:
+        if isinstance(options, Mapping):
+            options = SessionOptions(**options)
+        self.options = options or SessionOptions()
+        self.strict = strict
+        names = list(backends) if backends is not None else get_available_backends()
+        if not names:
+            raise InvalidInputError("no backends given")
+        self.backends = [b if isinstance(b, Backend) else get_backend(b) for b in names]
+        self.graph = import_model(path_or_bytes)
+        self._check_ops()
+        self.passes: PassReport = optimise(self.graph, fuse=self.options.optimize)
+        self._runner = Runner(self.graph, self.backends)
+        self._logged = False
+        self._checked: set[int] = set()
+        static = {v.name: v.info for v in self.graph.inputs}
+        if all(i is not None and i.is_static for i in static.values()):
+            self._ensure(self._runner.plan(static))  # type: ignore[arg-type]
+
+    def _check_ops(self) -> None:
+        missing = []
+        for node in self.graph.walk():
+            try:
+                lookup_op(node)
+            except UnsupportedOpError as exc:
+                missing.append(f"{node.describe()}: {exc}")
+        if missing:
+            raise UnsupportedOpError(
+                f"{len(missing)} node(s) use operators spawnml does not implement:\n  "
+                + "\n  ".join(missing[:50])
+            )
+
+    # -- description ---------------------------------------------------------------------
+    def get_inputs(self) -> list[NodeArg]:
+        return [_arg(v.name, v.info) for v in self.graph.inputs]
+
+    def get_outputs(self) -> list[NodeArg]:
+        return [
+            _arg(v.name, v.info or self.graph.value_info.get(v.name)) for v in self.graph.outputs
+        ]
+
+    def get_providers(self) -> list[str]:
+        return [b.name for b in self.backends]
+
+    def _latest(self) -> Plan:
+        plan = self._runner.last_plan
+        if plan is None:
+            concrete = {}
+            for v in self.graph.inputs:
+                assert v.info is not None and v.info.shape is not None
+                shape = tuple(d if isinstance(d, int) else 1 for d in v.info.shape)
+                concrete[v.name] = TensorInfo(v.info.dtype, shape)
+            plan = self._runner.plan(concrete)
+            self._ensure(plan)
+        return plan
+
+    def placement(self) -> Placement:
+        """Where each node runs for the latest input shapes (symbolic dims as 1 before any run)."""
+        return Placement(self._latest())
+
+    def memory(self) -> MemoryReport:
+        """The memory plan for the latest input shapes."""
+        m = self._latest().memory
+        return MemoryReport(m.peak_bytes, m.intermediate_bytes, m.output_bytes, m.slots)
+
+    # -- checks on each new plan -----------------------------------------------------------
+    def _ensure(self, plan: Plan) -> None:
+        if id(plan) in self._checked:
+            return
+        self._checked.add(id(plan))
+        first = self.backends[0].name
+        off = [s for s in plan.spec.steps if s.kind in ("kernel", "portable", "reference")
+               and s.location != first]  # fmt: skip
+        if self.strict and off:
+            lines = [f"{s.node.describe()} -> {s.location}: {s.reason or 'no kernel'}" for s in off]
+            raise UnsupportedOpError(
+                f"strict=True: backend {first!r} cannot run {len(off)} node(s):\n  "
+                + "\n  ".join(lines)
+            )
+        host = [s for s in plan.spec.steps if s.kind == "host"]
+        if (off or host) and not self._logged and self.options.log_fallback:
+            self._logged = True
+            moved = Counter(f"{s.node.op_type} -> {s.location}" for s in off)
+            parts = [f"{k} x{v}" if v > 1 else k for k, v in sorted(moved.items())]
+            ops = Counter(s.node.op_type for s in host)
+            if ops:
+                parts.append("host-only: " + ", ".join(f"{k} x{v}" for k, v in sorted(ops.items())))
+            log.warning(
+                "placement: %d of %d nodes do not run on %s (%s)",
+                len(off) + len(host),
+                sum(1 for s in plan.spec.steps if s.kind not in ("folded", "unused")),
+                first,
+                "; ".join(parts),
+            )
+
+    # -- running ---------------------------------------------------------------------------
+    def run(
+        self,
+        output_names: Sequence[str] | None,
+        input_feed: Mapping[str, Any],
+        run_options: Any = None,
+        *,
+        device: bool = False,
+    ) -> list[Any]:
+        """Outputs in the order of ``output_names`` (all outputs when None) as numpy arrays,
+        or as DeviceTensors with ``device=True`` (host-computed outputs are uploaded to the
+        first backend). Feeds may be DeviceTensors on a backend of this session."""
+        all_outputs = [v.name for v in self.graph.outputs]
+        if output_names is None:
+            output_names = all_outputs
+        unknown = [n for n in output_names if n not in all_outputs]
+        if unknown:
+            raise InvalidInputError(f"unknown output name(s) {unknown}; outputs are {all_outputs}")
+        feeds = validate_feeds(self.graph.inputs, input_feed)
+        for name, value in feeds.items():
+            if isinstance(value, DeviceTensor) and value.backend not in self.backends:
+                raise InvalidInputError(
+                    f"input {name!r} is a DeviceTensor on {value.backend.name!r}, which is not "
+                    f"one of this session's backends {self.get_providers()}"
+                )
+        with ExitStack() as stack:
+            for backend in sorted(self.backends, key=lambda b: b.name):
+                stack.enter_context(_backend_lock(backend))
+            infos = {n: TensorInfo(*_meta(t)) for n, t in feeds.items()}
+            plan = self._runner.plan(infos)
+            self._ensure(plan)
+            results = self._runner.run(feeds, list(dict.fromkeys(output_names)))
+            out = []
+            for name in output_names:
+                value = results[name]
+                if device:
+                    if not isinstance(value, DeviceTensor):
+                        value = DeviceTensor.from_numpy(self.backends[0], np.asarray(value))
+                    out.append(value)
+                elif isinstance(value, DeviceTensor):
+                    out.append(value.numpy())
+                    if value.backend is not None and not _is_feed(value, feeds):
+                        value.close()
+                else:
+                    out.append(np.array(value) if name in plan.spec.consts else value)
+            return out
+
+    def close(self) -> None:
+        """Free the session's device memory (weights, plans)."""
+        self._runner.close()
+
+    def __enter__(self) -> InferenceSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _meta(t: Any) -> tuple:
+    from .dtypes import dtype as as_dtype
+
+    if isinstance(t, DeviceTensor):
+        return t.dtype, t.shape
+    return as_dtype(t.dtype), tuple(t.shape)
+
+
+def _is_feed(value: DeviceTensor, feeds: Mapping[str, Any]) -> bool:
+    return any(
+        value is f or (isinstance(f, DeviceTensor) and value._owner is f) for f in feeds.values()
+    )
+
+
+__all__ = ["InferenceSession", "SessionOptions", "NodeArg", "Placement", "MemoryReport", "HOST"]

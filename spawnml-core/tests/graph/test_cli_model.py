@@ -1,0 +1,55 @@
+"""`spawnml info`, `spawnml run` and `spawnml bench` on a small model (in process)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from graph_helpers import chain_model
+
+from spawnml.cli import main
+
+
+@pytest.fixture
+def model_path(tmp_path) -> str:
+    path = tmp_path / "chain.onnx"
+    path.write_bytes(chain_model(shape=(8, 4)).SerializeToString())
+    return str(path)
+
+
+def test_info(model_path: str, capsys) -> None:
+    assert main(["info", model_path, "--backends", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "x     tensor(float)  [8, 4]" in out
+    assert "ai.onnx=17" in out
+    assert "Relu  3" in out and "Add   2" in out
+    assert "memory on cpu: planned peak" in out
+
+
+def test_run_with_input_file_compare_and_benchmark(model_path: str, tmp_path, capsys) -> None:
+    x = tmp_path / "x.npy"
+    np.save(x, np.ones((8, 4), np.float32))
+    assert main(["run", model_path, "--backend", "cpu", "--input", f"x={x}",
+                 "--compare", "cpu", "--benchmark", "3"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "y       float32  (8, 4)" in out
+    assert "max abs err" in out and "y       0            0" in out
+    assert "median" in out and "p90" in out and "planned peak memory" in out
+
+
+def test_run_reports_a_bad_input_name(model_path: str, tmp_path, capsys) -> None:
+    x = tmp_path / "x.npy"
+    np.save(x, np.ones((8, 4), np.float32))
+    assert main(["run", model_path, "--backend", "cpu", "--input", f"nope={x}"]) == 1
+    assert "unknown input name(s) ['nope']" in capsys.readouterr().err
+
+
+def test_bench_writes_json(model_path: str, tmp_path, capsys) -> None:
+    report = tmp_path / "bench.json"
+    assert main(["bench", model_path, "--backends", "cpu", "--against", "cpu", "--runs", "2",
+                 "--json", str(report)]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "geometric mean time ratio cpu/cpu" in out
+    data = json.loads(report.read_text())
+    assert data["results"][0]["median_ms"]["cpu"] > 0

@@ -1,0 +1,41 @@
+"""The official ONNX node tests through the onnx.backend adapter: the cpu pass count must
+not fall below the threshold recorded in docs/onnx-node-tests.md."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from graph_helpers import chain_model, chain_reference
+
+from spawnml.onnx_backend import SpawnMLBackend, for_backend
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "onnx-node-tests.md"
+
+
+def test_adapter_prepares_and_runs_a_model() -> None:
+    x = np.ones((2, 4), np.float32)
+    rep = SpawnMLBackend.prepare(chain_model(), backend="cpu")
+    np.testing.assert_allclose(rep.run([x])[0], chain_reference(x), rtol=1e-6)
+    np.testing.assert_allclose(for_backend("cpu").run_model(chain_model(), {"x": x})[0],
+                               chain_reference(x), rtol=1e-6)  # fmt: skip
+    assert SpawnMLBackend.supports_device("CPU")
+
+
+@pytest.mark.slow
+def test_cpu_pass_count_meets_the_recorded_threshold() -> None:
+    from spawnml.testing.onnx_session_tests import run_all
+
+    found = re.search(r"<!-- threshold: cpu=(\d+) -->", DOC.read_text())
+    assert found, f"{DOC} has no threshold line"
+    logging.disable(logging.WARNING)
+    try:
+        counts = Counter(r.status for r in run_all("cpu"))
+    finally:
+        logging.disable(logging.NOTSET)
+    assert counts["pass"] >= int(found.group(1)), dict(counts)
+    assert counts["timeout"] == 0, dict(counts)

@@ -1,0 +1,107 @@
+"""Placement with a backend that lacks an op: fallback, transfers, the log line, strict."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+from graph_helpers import chain_model, chain_reference
+
+from spawnml import InferenceSession, UnsupportedOpError, hookimpl
+from spawnml.errors import KernelCompileError
+from spawnml.op import BackendKernel
+
+CPUBackend = pytest.importorskip("spawnml_backend_cpu.backend").CPUBackend
+
+
+class AddlessBackend(CPUBackend):
+    """A cpu-like device whose compiler rejects the broadcasting binary kernel (as a
+    device without some feature would): every Add must run elsewhere."""
+
+    name = "addless"
+
+    def compile(self, kernel):
+        if kernel.name == "binary_map":
+            raise KernelCompileError("addless: binary kernels are not supported here")
+        return super().compile(kernel)
+
+
+@pytest.fixture
+def addless(extra_plugin) -> None:
+    @hookimpl
+    def spawnml_register_backends(register):
+        register(AddlessBackend)
+
+    extra_plugin(spawnml_register_backends=spawnml_register_backends)
+
+
+def test_nodes_the_first_backend_lacks_fall_back_to_the_next(addless, caplog) -> None:
+    with caplog.at_level(logging.WARNING, logger="spawnml.session"):
+        sess = InferenceSession(chain_model(n_relu=2, shape=(2, 4)), backends=["addless", "cpu"])
+    placement = sess.placement()
+    assert placement["Relu_1"] == "addless" and placement["Relu_2"] == "addless"
+    assert placement["Add_0"] == "cpu" and placement["Add_3"] == "cpu"
+    assert dict(placement.counts) == {"addless": 2, "cpu": 2}
+    assert "binary kernels are not supported" in placement.reasons["Add_0"]
+    records = [r for r in caplog.records if r.name == "spawnml.session"]
+    assert len(records) == 1
+    assert "2 of 4 nodes do not run on addless (Add -> cpu x2)" in records[0].getMessage()
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    for _ in range(2):  # logged once, not per run
+        np.testing.assert_allclose(sess.run(None, {"x": x})[0], chain_reference(x), rtol=1e-6)
+    assert len([r for r in caplog.records if r.name == "spawnml.session"]) == 1
+
+
+def test_strict_lists_every_node_the_first_backend_cannot_run(addless) -> None:
+    with pytest.raises(UnsupportedOpError) as info:
+        InferenceSession(chain_model(shape=(2, 4)), backends=["addless", "cpu"], strict=True)
+    message = str(info.value)
+    assert "cannot run 2 node(s)" in message
+    assert "Add node 'Add_0' -> cpu" in message and "Add node 'Add_4' -> cpu" in message
+
+
+def test_strict_with_symbolic_shapes_raises_on_first_run(addless) -> None:
+    sess = InferenceSession(chain_model(shape=("N", 4)), backends=["addless", "cpu"], strict=True)
+    with pytest.raises(UnsupportedOpError, match="cannot run 2 node"):
+        sess.run(None, {"x": np.ones((3, 4), np.float32)})
+
+
+def test_strict_passes_when_the_first_backend_runs_everything(addless) -> None:
+    sess = InferenceSession(chain_model(shape=(2, 4)), backends=["cpu", "addless"], strict=True)
+    assert dict(sess.placement().counts) == {"cpu": 5}
+
+
+def test_no_backend_can_run_it_computes_on_the_host(addless, caplog) -> None:
+    sess = InferenceSession(chain_model(shape=(2, 4)), backends=["addless"])
+    placement = sess.placement()
+    assert placement["Add_0"] == "host" and placement.kinds["Add_0"] == "reference"
+    x = np.ones((2, 4), np.float32)
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], chain_reference(x), rtol=1e-6)
+
+
+class CountingRelu(BackendKernel):
+    backend = "cpu"
+    op_type = "Relu"
+    runs = 0
+
+    def prepare(self, backend, node, inputs, outputs, values):
+        def run(ins, outs):
+            CountingRelu.runs += 1
+            backend.upload(np.maximum(ins[0].numpy(), 0), outs[0].buffer)
+
+        return run
+
+
+def test_a_registered_backend_kernel_is_preferred(extra_plugin) -> None:
+    @hookimpl
+    def spawnml_register_kernels(register):
+        register(CountingRelu)
+
+    extra_plugin(spawnml_register_kernels=spawnml_register_kernels)
+    sess = InferenceSession(chain_model(n_relu=3, shape=(2, 4)), backends=["cpu"])
+    assert [sess.placement().kinds[f"Relu_{i}"] for i in (1, 2, 3)] == ["kernel"] * 3
+    CountingRelu.runs = 0
+    x = np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], chain_reference(x), rtol=1e-6)
+    assert CountingRelu.runs == 3
