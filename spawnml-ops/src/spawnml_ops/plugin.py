@@ -14,6 +14,7 @@ FAMILIES = [
     "linalg", "conv", "pool", "norm",  # MatMul/Gemm/Einsum, Conv*, pooling, normalisation
     "reduce", "softmax", "shape", "movement", "resize",  # reductions, data movement
     "generators", "quant", "rnn",  # constants and generators, quantisation, recurrent
+    "control_flow",  # If/Loop (host-orchestrated; the session runs their bodies)
 ]
 
 
