@@ -103,7 +103,7 @@ def test_plugins_lists_every_builtin_plugin_loaded(run_cli) -> None:
         record = records[name]
         assert record["loaded"] and not record["error"], record
         assert record["version"] == metadata.version(record["distribution"])
-    assert records["cpu"]["hooks"] == ["spawnml_register_backends"]
+    assert records["cpu"]["hooks"] == ["spawnml_register_backends", "spawnml_register_kernels"]
     table = run_cli("plugins").stdout
     assert "spawnml-backend-webgl" in table and "ok" in table
 

@@ -148,6 +148,19 @@ class OpDef:
     """Computed on the host by ``reference`` (declared, and shown in placement reports)."""
     value_inputs: ClassVar[tuple[int, ...]] = ()
     """Inputs whose values (not just shapes) are needed to infer or lower (e.g. Reshape's shape)."""
+    # Declarative domain, read by the conformance suite to generate cases (all optional).
+    dtypes: ClassVar[Sequence[DType]] = ()
+    """Element types of the op's main inputs; each case is re-run in every one (empty: only
+    the dtypes the cases themselves use)."""
+    elementwise_inputs: ClassVar[int] = 0
+    """N > 0: elementwise over N numpy-broadcasting inputs, so the suite generates the shape
+    cases itself (scalars, size-0 and size-1 dims, broadcasting)."""
+    edge_values: ClassVar[bool] = True
+    """Whether the suite injects NaN, ±Inf, subnormals, -0 and huge values into float inputs
+    (False where the op leaves them unspecified)."""
+    random: ClassVar[bool] = False
+    """Outputs are random draws (RandomNormal, Bernoulli...): the suite compares only their
+    shapes and dtypes with the reference."""
 
     def supports_opset(self, version: int) -> bool:
         return self.since_version <= version and (

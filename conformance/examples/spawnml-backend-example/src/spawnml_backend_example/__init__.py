@@ -1,0 +1,5 @@
+"""An example third-party spawnml backend: kernel IR evaluated by a numpy tree walker."""
+
+from .backend import ExampleBackend
+
+__all__ = ["ExampleBackend"]

@@ -1,0 +1,178 @@
+"""The op × backend matrix: cells built from outcomes, rendered as text, markdown and JSON."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from .checks import FAIL, HOST, NOT_IMPLEMENTED, PASS, SKIP, Outcome
+
+# Sections of the report, in display order.
+KERNELS, OPS, ONNX = "kernel suite", "operators", "ONNX node tests"
+REFERENCE = "onnx.reference"  # the pseudo-backend column of the reference cross-check
+
+
+@dataclass
+class Cell:
+    """All outcomes of one row on one backend, summarised."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    max_error: float = 0.0
+    first_failure: Outcome | None = None
+    reasons: Counter[str] = field(default_factory=Counter)  # skip / not-implemented / host
+
+    def add(self, outcome: Outcome) -> None:
+        self.counts[outcome.status] += 1
+        if outcome.max_error is not None and outcome.status in (PASS, FAIL):
+            self.max_error = max(self.max_error, outcome.max_error)
+        if outcome.status == FAIL and self.first_failure is None:
+            self.first_failure = outcome
+        elif outcome.status in (SKIP, NOT_IMPLEMENTED, HOST):
+            self.reasons[f"{outcome.status}: {outcome.detail}"] += 1
+
+    @property
+    def status(self) -> str:
+        for status in (FAIL, PASS, HOST, NOT_IMPLEMENTED, SKIP):
+            if self.counts[status]:
+                return status
+        return SKIP
+
+    def short(self) -> str:
+        """One line for a table cell."""
+        c, total = self.counts, sum(self.counts.values())
+        status = self.status
+        if status == FAIL:
+            f = self.first_failure
+            assert f is not None
+            err = "" if f.max_error is None else f", max err {f.max_error:.3g}"
+            return f"FAIL {c[FAIL]}/{total} ({f.case}{err})"
+        if status == PASS:
+            extra = f", {c[SKIP]} skipped" if c[SKIP] else ""
+            return f"pass {c[PASS]}/{total}{extra}"
+        reason = self.reasons.most_common(1)[0][0] if self.reasons else status
+        return reason if len(reason) < 70 else reason[:67] + "..."
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "counts": dict(self.counts),
+            "max_error": self.max_error,
+            "first_failure": self.first_failure.as_dict() if self.first_failure else None,
+            "reasons": dict(self.reasons),
+        }
+
+
+@dataclass
+class Column:
+    """One backend: how it was checked (run, compile-only) or why it was not."""
+
+    name: str
+    mode: str  # "run", "compile-only" or "unavailable"
+    device: str = ""
+    reason: str = ""
+
+
+@dataclass
+class Report:
+    columns: list[Column] = field(default_factory=list)
+    sections: dict[str, dict[str, dict[str, Cell]]] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def cell(self, section: str, row: str, column: str) -> Cell:
+        return self.sections.setdefault(section, {}).setdefault(row, {}).setdefault(column, Cell())
+
+    def add(self, section: str, row: str, column: str, outcome: Outcome) -> None:
+        self.cell(section, row, column).add(outcome)
+
+    @property
+    def failed(self) -> bool:
+        return any(c.status == FAIL for rows in self.sections.values()
+                   for cells in rows.values() for c in cells.values())
+
+    def failures(self) -> list[tuple[str, str, str, Outcome]]:
+        return [(s, r, b, c.first_failure) for s, rows in self.sections.items()
+                for r, cells in rows.items() for b, c in cells.items() if c.first_failure]
+
+    def exclusions(self) -> list[tuple[str, str, str, str, int]]:
+        """(section, row, backend, reason, count) for every skipped / not implemented case."""
+        return [(s, r, b, reason, n) for s, rows in self.sections.items()
+                for r, cells in rows.items() for b, c in cells.items()
+                for reason, n in sorted(c.reasons.items())]
+
+    def _columns(self, section: str) -> list[str]:
+        names = [c.name for c in self.columns]
+        seen = {b for cells in self.sections[section].values() for b in cells}
+        return ([REFERENCE] if REFERENCE in seen else []) + [n for n in names if n in seen]
+
+    # -- renderers ------------------------------------------------------------------------
+    def to_json(self) -> str:
+        return json.dumps({
+            "meta": self.meta,
+            "backends": [c.__dict__ for c in self.columns],
+            "sections": {s: {r: {b: c.as_dict() for b, c in cells.items()}
+                             for r, cells in rows.items()} for s, rows in self.sections.items()},
+            "failed": self.failed,
+        }, indent=1, default=str)
+
+    def to_text(self) -> str:
+        out = [_backend_lines(self.columns)]
+        for section, rows in self.sections.items():
+            if not rows:
+                continue
+            cols = self._columns(section)
+            table = [[row] + [rows[row][c].short() if c in rows[row] else "-" for c in cols]
+                     for row in rows]
+            widths = [max(len(x) for x in col) for col in zip([section, *cols], *table)]
+            widths = [min(w, 60) for w in widths]
+            out += ["", _row([section, *cols], widths), _row(["-" * w for w in widths], widths)]
+            out += [_row(r, widths) for r in table]
+        for section, row, backend, f in self.failures():
+            out.append(f"FAIL {section} / {row} on {backend}: {f.case}: {f.detail}")
+        out.append("result: " + ("FAILED" if self.failed else "passed"))
+        return "\n".join(out)
+
+    def to_markdown(self) -> str:
+        out = ["## Backends", "", "| backend | checked | device / reason |", "|---|---|---|"]
+        out += [f"| {c.name} | {c.mode} | {_md(c.device or c.reason)} |" for c in self.columns]
+        for section, rows in self.sections.items():
+            if not rows:
+                continue
+            cols = self._columns(section)
+            out += ["", f"## {section}", "", "| | " + " | ".join(cols) + " |",
+                    "|---" * (len(cols) + 1) + "|"]
+            for row, cells in rows.items():
+                out.append(f"| {row} | " + " | ".join(
+                    _md(_emoji(cells[c]) + cells[c].short()) if c in cells else "-"
+                    for c in cols) + " |")
+        failures = self.failures()
+        if failures:
+            out += ["", "## Failures", "",
+                    "| section | row | backend | case | max error | detail |",
+                    "|---|---|---|---|---|---|"]
+            out += [f"| {s} | {r} | {b} | {_md(f.case)} | {f.max_error} | {_md(f.detail[:200])} |"
+                    for s, r, b, f in failures]
+        excl = self.exclusions()
+        if excl:
+            out += ["", "## Exclusions and not implemented (with the reason)", "",
+                    "| section | row | backend | cases | reason |", "|---|---|---|---|---|"]
+            out += [f"| {s} | {r} | {b} | {n} | {_md(reason[:200])} |"
+                    for s, r, b, reason, n in excl]
+        return "\n".join(out) + "\n"
+
+
+def _row(cells: list[str], widths: list[int]) -> str:
+    return "  ".join(x[:w].ljust(w) for x, w in zip(cells, widths)).rstrip()
+
+
+def _emoji(cell: Cell) -> str:
+    return {PASS: "✅ ", FAIL: "❌ ", SKIP: "⏭ ", NOT_IMPLEMENTED: "— ", HOST: "🖥 "}[cell.status]
+
+
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _backend_lines(columns: list[Column]) -> str:
+    return "\n".join(f"{c.name:8s} {c.mode:12s} {c.device or c.reason}" for c in columns)

@@ -1,0 +1,253 @@
+"""``spawnml-conformance``: every suite on every selected backend, as one op × backend matrix.
+
+    spawnml-conformance [--backend B ...] [--ops A,B] [--onnx-node-tests]
+                        [--compile-only [B,...]] [--max-cases N] [--json FILE] [--markdown FILE]
+
+Exit status 1 when any cell fails, 2 on a usage or setup error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from spawnml.backend import Backend
+from spawnml.errors import PluginError, SpawnMLError
+from spawnml.registry import get_backend, list_backends, op_definitions
+from spawnml.testing.kernel_suite import CASES as KERNEL_CASES
+
+from . import cases as case_gen, checks, compile_only, onnx_tests
+from .checks import SKIP, Outcome
+from .progress import Progress
+from .reference_check import check_reference
+from .report import KERNELS, ONNX, OPS, REFERENCE, Column, Report
+
+ROW_KERNELS = "kernels"
+
+
+@dataclass
+class Config:
+    backends: list[str] | None = None  # None: every registered backend
+    ops: list[str] | None = None  # None: every registered op
+    onnx_node_tests: bool = False
+    compile_only: set[str] = field(default_factory=set)  # "*" for all selected backends
+    max_cases: int | None = None  # per op, sampled (see cases.sample)
+    kernels: bool = True
+    reference_check: bool = True
+    progress: bool = True
+    op_defs: list[Any] | None = None  # explicit OpDefs (tests); default: the registry
+
+
+def selected_ops(config: Config) -> list[tuple[str, Any]]:
+    """(row name, OpDef) for every op (every opset range) selected."""
+    if config.op_defs is not None:
+        defs = {(op.domain, op.op_type): [op] for op in config.op_defs}
+    else:
+        try:
+            defs = op_definitions()
+        except Exception as exc:
+            message = f"the op registry failed to load: {type(exc).__name__}: {exc}"
+            raise PluginError(message) from exc
+    wanted = set(config.ops) if config.ops else None
+    rows = []
+    for (domain, op_type), versions in sorted(defs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        if wanted is not None and op_type not in wanted:
+            continue
+        for op in versions:
+            name = op_type if not domain else f"{domain}::{op_type}"
+            if len(versions) > 1:
+                name += f" (opset {op.since_version}+)"
+            rows.append((name, op))
+    return rows
+
+
+class Runner:
+    """Runs the selected suites and fills a :class:`Report`."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.report = Report()
+        self.progress = Progress(enabled=config.progress)
+        self._cases: dict[str, list[case_gen.ConformanceCase]] = {}
+
+    def cases(self, row: str, op: Any) -> list[case_gen.ConformanceCase]:
+        if row not in self._cases:
+            self._cases[row] = case_gen.sample(case_gen.generate(op), self.config.max_cases)
+        return self._cases[row]
+
+    def run(self) -> Report:
+        start = time.monotonic()
+        cfg = self.config
+        ops = selected_ops(cfg)
+        infos = {i.name: i for i in list_backends()}
+        names = cfg.backends or list(infos)
+        for section in (KERNELS, OPS, ONNX):  # display order
+            self.report.sections[section] = {}
+        self.report.meta.update({
+            "python": platform.python_version(),
+            "ops": len(ops),
+            "max_cases_per_op": cfg.max_cases,
+        })
+        if cfg.reference_check:
+            self._reference(ops)
+        for name in names:
+            compile_mode = "*" in cfg.compile_only or name in cfg.compile_only
+            info = infos.get(name)
+            if info is None:
+                self.report.columns.append(Column(name, "unavailable", reason="not registered"))
+            elif compile_mode:
+                self._compile_only(name, ops)
+            elif not info.available:
+                self.report.columns.append(Column(name, "unavailable", reason=info.reason))
+            else:
+                try:
+                    backend = get_backend(name)
+                except SpawnMLError as exc:
+                    self.report.columns.append(Column(name, "unavailable", reason=str(exc)))
+                    continue
+                self.report.columns.append(Column(name, "run", device=info.device))
+                self._run_backend(backend, ops)
+        self.progress.done()
+        self.report.meta["seconds"] = round(time.monotonic() - start, 1)
+        return self.report
+
+    # -- suites ---------------------------------------------------------------------------
+    def _reference(self, ops: list[tuple[str, Any]]) -> None:
+        for k, (row, op) in enumerate(ops):
+            self.progress.step(f"onnx.reference cross-check: {row}", k + 1, len(ops))
+            for case in self.cases(row, op):
+                self.report.add(OPS, row, REFERENCE, check_reference(case))
+
+    def _run_backend(self, backend: Backend, ops: list[tuple[str, Any]]) -> None:
+        name = backend.name
+        if self.config.kernels:
+            for k, kc in enumerate(KERNEL_CASES):
+                self.progress.step(f"{name}: kernel suite", k + 1, len(KERNEL_CASES))
+                self.report.add(KERNELS, ROW_KERNELS, name, checks.run_kernel_case(backend, kc))
+        for k, (row, op) in enumerate(ops):
+            self.progress.step(f"{name}: {row}", k + 1, len(ops), force=True)
+            for case in self.cases(row, op):
+                for outcome in checks.run_case(backend, case):
+                    self.report.add(OPS, row, name, outcome)
+        if self.config.onnx_node_tests:
+            self._onnx(backend, ops)
+
+    def _onnx(self, backend: Backend, ops: list[tuple[str, Any]]) -> None:
+        _, path = onnx_tests.adapter_module()
+        self.report.meta["onnx_node_tests_path"] = path
+        types = {op.op_type for _, op in ops}
+        for k, (op_type, outcome) in enumerate(onnx_tests.run_tests(backend, types)):
+            self.progress.step(f"{backend.name}: ONNX node tests", k + 1)
+            self.report.add(ONNX, op_type, backend.name, outcome)
+
+    def _compile_only(self, name: str, ops: list[tuple[str, Any]]) -> None:
+        found = compile_only.find_compile_check(name)
+        if found is None:
+            reason = "--compile-only: the backend's package exports no compile_check"
+            self.report.columns.append(Column(name, "unavailable", reason=reason))
+            return
+        target = compile_only.CompileCheckBackend(name, *found)
+        self.report.columns.append(Column(name, "compile-only", device="compile_check, no device"))
+        if self.config.kernels:
+            for k, kc in enumerate(KERNEL_CASES):
+                self.progress.step(f"{name}: kernel suite (compile only)", k + 1, len(KERNEL_CASES))
+                self.report.add(KERNELS, ROW_KERNELS, name,
+                                compile_only.check_kernel_case(target, kc))
+        for k, (row, op) in enumerate(ops):
+            self.progress.step(f"{name}: {row} (compile only)", k + 1, len(ops), force=True)
+            for case in self.cases(row, op):
+                self.report.add(OPS, row, name, compile_only.check_op_case(target, case))
+        if self.config.onnx_node_tests:
+            for row, _ in ops:
+                self.report.add(ONNX, row, name, Outcome(SKIP, "*", None,
+                                                         "compile-only: nothing is run"))
+        self.report.meta[f"{name}_kernels_compiled"] = len(target.checked)
+
+
+def _csv(values: Sequence[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="spawnml-conformance", description=__doc__.split("\n")[0])
+    p.add_argument("--backend", action="append", metavar="B",
+                   help="backend(s) to check, repeatable or comma-separated (default: all)")
+    p.add_argument("--ops", action="append", metavar="A,B", help="only these op types")
+    p.add_argument("--onnx-node-tests", action="store_true",
+                   help="also run the official ONNX node tests of the selected ops")
+    p.add_argument("--compile-only", nargs="?", const="*", default="", metavar="B,...",
+                   help="only compile (with the backend's compile_check): all selected "
+                        "backends, or the ones named")
+    p.add_argument("--max-cases", type=int, default=None, metavar="N",
+                   help="sample at most N generated cases per op (every kind of case kept)")
+    p.add_argument("--no-kernels", action="store_true", help="skip the kernel suite row")
+    p.add_argument("--no-reference-check", action="store_true",
+                   help="skip cross-checking the references against onnx.reference")
+    p.add_argument("--json", metavar="FILE", help="write the matrix as JSON")
+    p.add_argument("--markdown", metavar="FILE", help="write the matrix as markdown")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    config = Config(
+        backends=_csv(args.backend),
+        ops=_csv(args.ops),
+        onnx_node_tests=args.onnx_node_tests,
+        compile_only=set(_csv([args.compile_only]) or []),
+        max_cases=args.max_cases,
+        kernels=not args.no_kernels,
+        reference_check=not args.no_reference_check,
+        progress=not args.quiet,
+    )
+    try:
+        report = Runner(config).run()
+    except SpawnMLError as exc:
+        print(f"spawnml-conformance: error: {exc}", file=sys.stderr)
+        return 2
+    print(report.to_text())
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            f.write(report.to_json())
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as f:
+            f.write(markdown_page(report, argv))
+    return 1 if report.failed else 0
+
+
+def markdown_page(report: Report, argv: Sequence[str] | None) -> str:
+    """A whole page: title, how it was produced and how to read it, the matrix."""
+    from .tolerances import FLOORS
+
+    command = " ".join(["spawnml-conformance", *(argv if argv is not None else sys.argv[1:])])
+    meta = ", ".join(f"{k}: {v}" for k, v in report.meta.items())
+    floors = ", ".join(f"{dt} rtol {t.rtol:g} atol {t.atol:g}" for dt, t in FLOORS.items())
+    return (
+        "# Conformance matrix\n\n"
+        f"Generated by `{command}` ({meta}). Do not edit: regenerate it.\n\n"
+        "* **kernel suite**: `spawnml.testing.kernel_suite`, the whole kernel language.\n"
+        "* **operators**: per op, its own `cases()`, shapes generated from a declared "
+        "elementwise domain (scalars, size-0/1 dims, broadcasting), and the inputs of its "
+        "official ONNX node tests; each float32 case again in every declared dtype and with "
+        "NaN/±Inf/±0, subnormal, large and huge values injected; sampled per op (every kind "
+        "kept). Compared with the op's numpy reference; the `onnx.reference` column "
+        "cross-checks that reference.\n"
+        "* **ONNX node tests**: the official single-node tests of the onnx wheel.\n\n"
+        "Cells: `pass n/total`, `FAIL k/total (first failing case, max err)`, or why a row "
+        "is skipped, not implemented or computed on the host. Exclusions come only from "
+        "declared capabilities and are listed at the end with the reason. Tolerances (never "
+        f"undercut by a case): {floors}; integers and bool exact; NaN and ±Inf must match.\n\n"
+        + report.to_markdown()
+    )
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
