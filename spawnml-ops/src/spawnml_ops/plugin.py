@@ -15,6 +15,8 @@ FAMILIES = [
     "reduce", "softmax", "shape", "movement", "resize",  # reductions, data movement
     "generators", "quant", "rnn",  # constants and generators, quantisation, recurrent
     "control_flow",  # If/Loop (host-orchestrated; the session runs their bodies)
+    "attention",  # Attention, FlexAttention, RotaryEmbedding, RMSNorm, SwiGLU, ...
+    "losses", "sampling", "signal", "misc",  # losses, grid/ROI sampling, DFT, the rest
 ]
 
 
