@@ -95,6 +95,7 @@ class RandomOp(OpDef):
     """Shared attribute handling: output dtype and shape (from ``shape`` or input 0)."""
 
     since_version = 1
+    random = True  # draws: conformance compares shapes and dtypes, not values
     like = False
     default_dtype: DType | None = DType.float32
 
