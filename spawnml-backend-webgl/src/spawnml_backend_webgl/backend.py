@@ -20,6 +20,7 @@ from spawnml.errors import (
     KernelCompileError,
 )
 from spawnml.kernel import dump, ir
+from spawnml.kernel.analysis import check_loop_limit
 from spawnml.probing import ensure_xdg_runtime_dir
 
 from .layout import TextureLayout
@@ -88,6 +89,9 @@ class WebGLBackend(Backend):
                 "output": "fragment",
                 "flushes_denormals": True,  # llvmpipe does; GLSL ES 3.00 4.5.1 allows it
                 "renderer": self.ctx.info["GL_RENDERER"],
+                # llvmpipe silently ends shaders after 65535 loop iterations.
+                "max_loop_iterations":
+                    65535 if "llvmpipe" in self.ctx.info["GL_RENDERER"] else None,
             },
         )
         self.reader.clear_errors()  # ctx.info asks for desktop-only enums
@@ -131,6 +135,7 @@ class WebGLBackend(Backend):
         cached = self._programs.get(kernel.key)
         if cached is not None:
             return cached
+        check_loop_limit(self.name, kernel, self._caps.extras["max_loop_iterations"])
         ctx = self._current()
         plan = plan_slots(kernel, self.texture_units, self.layout)
         source = self.renderer(plan).render(kernel)

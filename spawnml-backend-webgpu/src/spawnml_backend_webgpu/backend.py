@@ -17,6 +17,7 @@ from spawnml.backend import Backend, BackendInfo, Buffer, Capabilities
 from spawnml.dtypes import DType
 from spawnml.errors import BackendError, InvalidInputError, KernelCompileError
 from spawnml.kernel import dump
+from spawnml.kernel.analysis import check_loop_limit
 from spawnml.kernel.ir import KernelIR
 
 from .device import DeviceContext, context_for, shared_context
@@ -82,6 +83,8 @@ class WebGPUBackend(Backend):
                 "max_compute_workgroups_per_dimension":
                     int(limits["max-compute-workgroups-per-dimension"]),
                 "shader_f16": self.ctx.f16,
+                # Mesa's lavapipe silently ends shaders after 65535 loop iterations.
+                "max_loop_iterations": 65535 if "llvmpipe" in self.ctx.adapter_summary else None,
             },
         )
         self._programs: dict[str, Program] = {}
@@ -127,6 +130,7 @@ class WebGPUBackend(Backend):
         program = self._programs.get(kernel.key)
         if program is not None:
             return program
+        check_loop_limit(self.name, kernel, self._caps.extras["max_loop_iterations"])
         limits = self.ctx.limits
         layout = plan(
             kernel,
