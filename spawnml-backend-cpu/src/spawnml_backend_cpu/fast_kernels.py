@@ -1,0 +1,429 @@
+"""BLAS/numpy kernels for the heavy float32 ops on the cpu backend.
+
+They are tried before the portable lowering (``spawnml_register_kernels``); every other
+dtype, attribute combination or dynamic shape goes to the portable kernels, which stay the
+reference path (``SPAWNML_CPU_FAST_KERNELS=0`` turns these off). A cpu DeviceTensor's
+buffer handle is a numpy ``uint8`` array: kernels read typed views of it and write outputs
+in place, so nothing is copied on the way in or out.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from spawnml.dtypes import DType
+from spawnml.graph.fusion import FUSED_ATTR, apply_fused_activation
+from spawnml.op import BackendKernel, Node, TensorInfo
+from spawnml.tensor import DeviceTensor
+
+from . import fast_conv
+
+ENV = "SPAWNML_CPU_FAST_KERNELS"
+
+Arrays = list[np.ndarray | None]
+Compute = Callable[[Arrays, list[np.ndarray]], None]
+
+
+def enabled() -> bool:
+    """False when ``SPAWNML_CPU_FAST_KERNELS`` is 0/off/false (portable kernels only)."""
+    return os.environ.get(ENV, "1").strip().lower() not in ("0", "off", "false", "no")
+
+
+def host_view(tensor: DeviceTensor) -> np.ndarray:
+    """A typed, shaped numpy view of a cpu tensor's buffer (no copy)."""
+    dt = tensor.backend.storage_dtype(tensor.dtype).numpy
+    raw: np.ndarray = tensor.buffer.handle
+    return raw[: tensor.size * dt.itemsize].view(dt).reshape(tensor.shape)
+
+
+def _inplace_activation(node: Node) -> Callable[[np.ndarray], None] | None:
+    """The activation fused into ``node`` (graph.fusion), applied in place."""
+    found = node.attrs.get(FUSED_ATTR)
+    if found is None:
+        return None
+    op_type, attrs = found[0], found[1]
+    if op_type == "Relu":
+        return lambda y: np.maximum(y, 0.0, out=y)
+    if op_type == "LeakyRelu":
+        alpha = float(attrs.get("alpha", 0.01))
+        return lambda y: np.copyto(y, np.where(y < 0, y * np.float32(alpha), y))
+    if op_type == "Sigmoid":
+        return _sigmoid_inplace
+
+    def generic(y: np.ndarray) -> None:
+        y[...] = apply_fused_activation(node, y)
+
+    return generic
+
+
+def _sigmoid_inplace(y: np.ndarray) -> None:
+    with np.errstate(over="ignore"):  # exp(-x) overflows to inf for x < -88: 1/inf = 0
+        np.negative(y, out=y)
+        np.exp(y, out=y)
+        y += 1.0
+        np.reciprocal(y, out=y)
+
+
+class CpuKernel(BackendKernel):
+    """Base: float32, static shapes; subclasses implement ``build`` over numpy arrays."""
+
+    backend = "cpu"
+    dtypes: ClassVar[frozenset[DType]] = frozenset({DType.float32})
+    float_inputs: ClassVar[tuple[int, ...] | None] = None  # None: every present input
+    handles_fused_activation: ClassVar[bool] = True
+    """``prepare`` applies an activation fused into the node by graph.fusion (FUSED_ATTR)."""
+
+    def supports(
+        self, node: Node, inputs: Sequence[TensorInfo | None], outputs: Sequence[TensorInfo]
+    ) -> bool:
+        if not enabled():
+            return False
+        checked = [
+            info
+            for i, info in enumerate(inputs)
+            if info is not None and (self.float_inputs is None or i in self.float_inputs)
+        ]
+        infos = [*checked, *outputs]
+        if not all(i.is_static and i.dtype in self.dtypes for i in infos):
+            return False
+        return self.accepts(node, inputs, outputs)
+
+    def accepts(
+        self, node: Node, inputs: Sequence[TensorInfo | None], outputs: Sequence[TensorInfo]
+    ) -> bool:
+        """Op-specific attribute checks."""
+        return True
+
+    def build(
+        self,
+        node: Node,
+        inputs: Sequence[TensorInfo | None],
+        outputs: Sequence[TensorInfo],
+        values: Sequence[np.ndarray | None],
+    ) -> Compute:
+        raise NotImplementedError
+
+    def prepare(
+        self,
+        backend: Any,
+        node: Node,
+        inputs: Sequence[TensorInfo | None],
+        outputs: Sequence[TensorInfo],
+        values: Sequence[np.ndarray | None],
+    ) -> Callable[[Sequence[DeviceTensor | None], Sequence[DeviceTensor]], None]:
+        compute = self.build(node, inputs, outputs, values)
+        activation = _inplace_activation(node)
+
+        def run(ins: Sequence[DeviceTensor | None], outs: Sequence[DeviceTensor]) -> None:
+            arrays = [None if t is None else host_view(t) for t in ins]
+            results = [host_view(t) for t in outs]
+            compute(arrays, results)
+            if activation is not None:
+                activation(results[0])
+
+        return run
+
+
+def _known(values: Sequence[np.ndarray | None], i: int) -> np.ndarray | None:
+    return values[i] if i < len(values) else None
+
+
+class Conv(CpuKernel):
+    op_type = "Conv"
+
+    def accepts(self, node, inputs, outputs) -> bool:
+        return inputs[0] is not None and len(inputs[0].shape or ()) >= 3
+
+    def build(self, node, inputs, outputs, values) -> Compute:
+        x, w = inputs[0], inputs[1]
+        win = fast_conv.window(
+            x.shape[2:],
+            node.attrs.get("kernel_shape") or w.shape[2:],
+            strides=node.attrs.get("strides"),
+            dilations=node.attrs.get("dilations"),
+            pads=node.attrs.get("pads"),
+            auto_pad=_auto_pad(node),
+        )
+        group = int(node.attrs.get("group", 1))
+
+        def compute(a: Arrays, out: list[np.ndarray]) -> None:
+            fast_conv.conv(a[0], a[1], a[2] if len(a) > 2 else None, win, group, out[0])
+
+        return compute
+
+
+def _auto_pad(node: Node) -> str:
+    value = node.attrs.get("auto_pad", "NOTSET")
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class _Pool(CpuKernel):
+    def accepts(self, node, inputs, outputs) -> bool:
+        single = len([o for o in node.outputs if o]) == 1  # no MaxPool Indices
+        return single and len(inputs[0].shape or ()) >= 3
+
+    def geometry(self, node: Node, x: TensorInfo) -> fast_conv.Window:
+        return fast_conv.window(
+            x.shape[2:],
+            node.attrs["kernel_shape"],
+            strides=node.attrs.get("strides"),
+            dilations=node.attrs.get("dilations"),
+            pads=node.attrs.get("pads"),
+            auto_pad=_auto_pad(node),
+            ceil_mode=bool(node.attrs.get("ceil_mode", 0)),
+        )
+
+
+class MaxPool(_Pool):
+    op_type = "MaxPool"
+
+    def build(self, node, inputs, outputs, values) -> Compute:
+        win = self.geometry(node, inputs[0])
+        return lambda a, out: fast_conv.max_pool(a[0], win, out[0])
+
+
+class AveragePool(_Pool):
+    op_type = "AveragePool"
+
+    def build(self, node, inputs, outputs, values) -> Compute:
+        win = self.geometry(node, inputs[0])
+        include = bool(node.attrs.get("count_include_pad", 0))
+        counts = fast_conv.pool_counts(inputs[0].shape[2:], win, include)
+        return lambda a, out: fast_conv.avg_pool(a[0], win, counts, out[0])
+
+
+class GlobalAveragePool(CpuKernel):
+    op_type = "GlobalAveragePool"
+
+    def build(self, node, inputs, outputs, values) -> Compute:
+        axes = tuple(range(2, len(inputs[0].shape)))
+        return lambda a, out: np.mean(a[0], axis=axes, keepdims=True, out=out[0])
+
+
+class GlobalMaxPool(CpuKernel):
+    op_type = "GlobalMaxPool"
+
+    def build(self, node, inputs, outputs, values) -> Compute:
+        axes = tuple(range(2, len(inputs[0].shape)))
+        return lambda a, out: np.max(a[0], axis=axes, keepdims=True, out=out[0])
+
+
+class Gemm(CpuKernel):
+    op_type = "Gemm"
+
+    def build(self, node, inputs, outputs, values) -> Compute:
+        alpha = np.float32(node.attrs.get("alpha", 1.0))
+        beta = np.float32(node.attrs.get("beta", 1.0))
+        trans_a, trans_b = bool(node.attrs.get("transA", 0)), bool(node.attrs.get("transB", 0))
+
+        def compute(a: Arrays, out: list[np.ndarray]) -> None:
+            lhs = a[0].T if trans_a else a[0]
+            rhs = a[1].T if trans_b else a[1]
+            y = out[0]
+            np.matmul(lhs, rhs, out=y)
+            if alpha != 1:
+                y *= alpha
+            c = a[2] if len(a) > 2 else None
+            if c is not None and beta != 0:
+                y += c if beta == 1 else beta * c
+
+        return compute
+
+
+class MatMul(CpuKernel):
+    op_type = "MatMul"
+
+    def build(self, node, inputs, outputs, values) -> Compute:
+        return lambda a, out: np.matmul(a[0], a[1], out=out[0])
+
+
+class BatchNormalization(CpuKernel):
+    """Inference-mode BatchNormalization as one multiply-add with folded per-channel terms."""
+
+    op_type = "BatchNormalization"
+
+    def accepts(self, node, inputs, outputs) -> bool:
+        one_output = len([o for o in node.outputs if o]) == 1
+        spatial = node.attrs.get("spatial", 1) == 1  # opset < 9 per-activation stats: portable
+        inference = not node.attrs.get("training_mode", 0)
+        return one_output and spatial and inference and len(inputs[0].shape) >= 2
+
+    def build(self, node, inputs, outputs, values) -> Compute:
+        eps = float(node.attrs.get("epsilon", 1e-5))
+        bcast = (inputs[0].shape[1],) + (1,) * (len(inputs[0].shape) - 2)
+
+        def fold(scale, bias, mean, var) -> tuple[np.ndarray, np.ndarray]:
+            mul = (scale / np.sqrt(var.astype(np.float64) + eps)).astype(np.float32)
+            return mul.reshape(bcast), (bias - mean * mul).astype(np.float32).reshape(bcast)
+
+        stats = [_known(values, i) for i in range(1, 5)]
+        folded = fold(*stats) if all(s is not None for s in stats) else None
+
+        def compute(a: Arrays, out: list[np.ndarray]) -> None:
+            mul, add = folded or fold(*a[1:5])
+            np.multiply(a[0], mul, out=out[0])
+            out[0] += add
+
+        return compute
+
+
+class _Unary(CpuKernel):
+    fn: ClassVar[Callable[[np.ndarray, np.ndarray], Any]]
+
+    def build(self, node, inputs, outputs, values) -> Compute:
+        fn = type(self).fn
+        return lambda a, out: fn(a[0], out[0])
+
+
+class Relu(_Unary):
+    op_type = "Relu"
+    fn = staticmethod(lambda x, y: np.maximum(x, np.float32(0), out=y))
+
+
+class Tanh(_Unary):
+    op_type = "Tanh"
+    fn = staticmethod(lambda x, y: np.tanh(x, out=y))
+
+
+class Sigmoid(_Unary):
+    op_type = "Sigmoid"
+
+    @staticmethod
+    def fn(x: np.ndarray, y: np.ndarray) -> None:
+        np.copyto(y, x)
+        _sigmoid_inplace(y)
+
+
+class Erf(_Unary):
+    """Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7, below float32 resolution near 1):
+    numpy has no erf ufunc."""
+
+    op_type = "Erf"
+
+    @staticmethod
+    def fn(x: np.ndarray, y: np.ndarray) -> None:
+        a = np.abs(x, dtype=np.float64)
+        t = 1.0 / (1.0 + 0.3275911 * a)
+        poly = t * (
+            0.254829592
+            + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
+        )
+        np.copyto(y, np.copysign(1.0 - poly * np.exp(-a * a), x), casting="same_kind")
+
+
+class _Binary(CpuKernel):
+    ufunc: ClassVar[np.ufunc]
+
+    def build(self, node, inputs, outputs, values) -> Compute:
+        ufunc = type(self).ufunc
+        return lambda a, out: ufunc(a[0], a[1], out=out[0])
+
+
+class Add(_Binary):
+    op_type, ufunc = "Add", np.add
+
+
+class Sub(_Binary):
+    op_type, ufunc = "Sub", np.subtract
+
+
+class Mul(_Binary):
+    op_type, ufunc = "Mul", np.multiply
+
+
+class Div(_Binary):
+    op_type, ufunc = "Div", np.divide
+
+
+class Clip(CpuKernel):
+    """Clip with min/max from attributes (opset < 11) or inputs (constant or not)."""
+
+    op_type = "Clip"
+    float_inputs = (0, 1, 2)
+
+    def build(self, node, inputs, outputs, values) -> Compute:
+        if node.opset and node.opset < 11:
+            lo, hi = node.attrs.get("min", -np.inf), node.attrs.get("max", np.inf)
+            bounds = (np.float32(lo), np.float32(hi))
+        else:
+            bounds = None
+
+        def compute(a: Arrays, out: list[np.ndarray]) -> None:
+            lo, hi = bounds or (
+                a[1] if len(a) > 1 and a[1] is not None else -np.inf,
+                a[2] if len(a) > 2 and a[2] is not None else np.inf,
+            )
+            # np.clip is minimum(maximum(x, lo), hi) in one pass: min > max gives max
+            # everywhere, as the ONNX spec says; NaN propagates.
+            np.clip(a[0], lo, hi, out=out[0])
+
+        return compute
+
+
+class Softmax(CpuKernel):
+    op_type = "Softmax"
+
+    def build(self, node, inputs, outputs, values) -> Compute:
+        shape = inputs[0].shape
+        legacy = bool(node.opset) and node.opset < 13  # coerced to 2-D at ``axis``
+        axis = int(node.attrs.get("axis", 1 if legacy else -1)) % len(shape)
+        if legacy:
+            rows = int(np.prod(shape[:axis], dtype=np.int64))
+            view, axis = (rows, -1), 1
+        else:
+            view = shape
+
+        def compute(a: Arrays, out: list[np.ndarray]) -> None:
+            x, y = a[0].reshape(view), out[0].reshape(view)
+            np.subtract(x, x.max(axis=axis, keepdims=True), out=y)
+            np.exp(y, out=y)
+            y /= y.sum(axis=axis, keepdims=True)
+
+        return compute
+
+
+class Concat(CpuKernel):
+    """Any stored dtype: one ``np.concatenate`` into the output buffer."""
+
+    op_type = "Concat"
+    dtypes = frozenset(DType) - {DType.bfloat16}
+
+    def accepts(self, node, inputs, outputs) -> bool:
+        return len({i.dtype for i in inputs if i is not None}) == 1
+
+    def build(self, node, inputs, outputs, values) -> Compute:
+        axis = int(node.attrs["axis"]) % len(outputs[0].shape)
+
+        def compute(a: Arrays, out: list[np.ndarray]) -> None:
+            parts = [x for x in a if x is not None and x.size]
+            if parts:  # all empty: so is the output
+                np.concatenate(parts, axis=axis, out=out[0])
+
+        return compute
+
+
+KERNELS: list[type[CpuKernel]] = [
+    Conv,
+    MaxPool,
+    AveragePool,
+    GlobalAveragePool,
+    GlobalMaxPool,
+    Gemm,
+    MatMul,
+    BatchNormalization,
+    Relu,
+    Tanh,
+    Sigmoid,
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Clip,
+    Softmax,
+    Concat,
+    Erf,
+]

@@ -1,0 +1,116 @@
+"""What every pipeline shares: model resolution, the session, the pixel device, metadata."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from spawnml.errors import InvalidInputError
+from spawnml.hub import ProgressBar
+from spawnml.registry import get_available_backends
+from spawnml.session import InferenceSession
+from spawnml.tensor import DeviceTensor
+
+from .device import Device
+from .models import resolve_model
+
+ModelRef = str | os.PathLike | None
+BackendRef = str | Sequence[str] | None
+Floats = str | Sequence[float] | None  # "a,b,c" or a sequence
+
+
+def backend_list(backend: str | Sequence[str] | None) -> list[str]:
+    """The session's backends: the named one(s) then cpu (which runs what a device cannot,
+    as the session's placement reports); all available ones when None."""
+    if backend is None:
+        return get_available_backends()
+    names = [backend] if isinstance(backend, str) else list(backend)
+    return names if "cpu" in names else [*names, "cpu"]
+
+
+def read_metadata(path: Path) -> dict[str, str]:
+    """The model's ``metadata_props`` (without loading external weights)."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    return {p.key: p.value for p in model.metadata_props}
+
+
+def floats(text: Floats, n: int, what: str) -> tuple[float, ...] | None:
+    """Parse "a,b,c" (or a sequence) into ``n`` floats."""
+    if text is None:
+        return None
+    values = [float(v) for v in text.split(",")] if isinstance(text, str) else list(text)
+    if len(values) == 1:
+        values = values * n
+    if len(values) != n:
+        raise InvalidInputError(f"{what}: expected {n} values, got {values}")
+    return tuple(float(v) for v in values)
+
+
+class Pipeline:
+    """Base class: owns an InferenceSession and the Device its pixel kernels run on.
+
+    ``model`` is a path, a URL or a known name; ``backend`` a backend name (or a list, in
+    preference order); ``progress`` draws progress bars on stderr (default: on a terminal)."""
+
+    task: ClassVar[str]
+    default_model: ClassVar[str]
+
+    def __init__(
+        self,
+        model: ModelRef = None,
+        backend: BackendRef = None,
+        *,
+        progress: bool | None = None,
+    ) -> None:
+        self.model_path = resolve_model(model or self.default_model)
+        self.session = InferenceSession(str(self.model_path), backends=backend_list(backend))
+        self.device = Device(self.session.backends[0])
+        self.metadata = read_metadata(self.model_path)
+        self.progress = progress
+        self.model_runs = 0
+        inputs = self.session.get_inputs()
+        if not inputs:
+            raise InvalidInputError(f"{self.model_path}: the model has no inputs")
+        self.input_name = inputs[0].name
+        self.input_shape = inputs[0].shape or []
+        self.output_name = self.session.get_outputs()[0].name
+
+    @property
+    def backend(self) -> str:
+        return self.device.name
+
+    def fixed_size(self) -> tuple[int, int] | None:
+        """The model's (height, width) when its input declares fixed spatial dims."""
+        dims = self.input_shape[-2:]
+        if len(dims) == 2 and all(isinstance(d, int) and d > 0 for d in dims):
+            return int(dims[0]), int(dims[1])  # type: ignore[arg-type]
+        return None
+
+    def run_model(self, x: DeviceTensor | np.ndarray, output: str | None = None) -> DeviceTensor:
+        """One model run; the result stays on the device."""
+        self.model_runs += 1
+        (y,) = self.session.run([output or self.output_name], {self.input_name: x}, device=True)
+        return y
+
+    def steps(self, n: int) -> ProgressBar:
+        """A progress bar over the ``n`` stages of one call (pre, model, post...)."""
+        return ProgressBar(n, f"{self.task} on {self.backend}", unit="step",
+                           enabled=self.progress)
+
+    def meta(self, key: str, default: Any = None) -> Any:
+        return self.metadata.get(f"spawnml.{key}", default)
+
+    def close(self) -> None:
+        self.session.close()
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
