@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import DType, dtype as as_dtype
+from ..dtypes import dtype as as_dtype
 from ..errors import InvalidInputError, InvalidModelError, SpawnMLError, UnsupportedOpError
 from ..onnx_attributes import node_from_proto
 from ..op import TensorInfo
@@ -121,8 +121,7 @@ def tensor_to_array(tensor: Any, base: Path | None) -> np.ndarray:
         t.raw_data = _external_bytes(tensor, base)
         tensor = t
     try:
-        if as_dtype(int(tensor.data_type)) is DType.bfloat16:
-            raise InvalidInputError("bfloat16")
+        as_dtype(int(tensor.data_type))  # narrow types decode to ml_dtypes arrays
     except InvalidInputError:
         raise UnsupportedOpError(
             f"{what} has element type {_type_name(tensor.data_type)}, which spawnml does not "
@@ -166,20 +165,15 @@ def type_to_info(type_proto: Any, what: str) -> TensorInfo | None:
         ) from None
     if dt is None:
         return None
-    if dt is DType.bfloat16:
-        raise UnsupportedOpError(
-            f"{what} has element type bfloat16, which spawnml does not support"
-        )
     if not tt.HasField("shape"):
         return TensorInfo(dt, None)
     dims: list[int | str | None] = []
     for d in tt.shape.dim:
         if d.HasField("dim_value"):
-            if d.dim_value < 0:
-                raise InvalidModelError(f"{what} has negative dimension {d.dim_value}")
-            dims.append(int(d.dim_value))
-        elif d.HasField("dim_param") and d.dim_param:
-            dims.append(d.dim_param)
+            # Exporters write -1 for "unknown" (onnxruntime accepts it): treat it as such.
+            dims.append(int(d.dim_value) if d.dim_value >= 0 else None)
+        elif d.HasField("dim_param") and d.dim_param and d.dim_param != "?":
+            dims.append(d.dim_param)  # "?" (some exporters) means unknown, not one shared size
         else:
             dims.append(None)
     return TensorInfo(dt, tuple(dims))

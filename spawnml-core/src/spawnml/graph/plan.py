@@ -117,18 +117,21 @@ def place_node(
     for backend in backends:
         try:
             for kernel in backend_kernels(backend.name, node.domain, node.op_type):
-                if FUSED_ATTR in node.attrs:
-                    break  # backend kernels see plain nodes only
+                fused = FUSED_ATTR in node.attrs
+                if fused and not getattr(kernel, "handles_fused_activation", False):
+                    break  # this backend kernel sees plain nodes only
                 if kernel.supports(node, step.inputs, step.outputs):
                     step.run = kernel.prepare(backend, node, step.inputs, step.outputs, step.values)
                     step.location, step.kind = backend.name, "kernel"
                     step.reason = "; ".join(reasons)
                     step.used_inputs = {i for i, n in enumerate(node.inputs) if n}
                     return
+            # lower first: an op that declares HostOnly (e.g. for an element type no
+            # backend stores) is placed on the host as declared, not as a fallback.
+            lowering = op.lower(node, step.inputs, step.outputs, step.values)
             for info in [*step.inputs, *step.outputs]:
                 if info is not None:
                     backend.storage_dtype(info.dtype)
-            lowering = op.lower(node, step.inputs, step.outputs, step.values)
             step.run = PreparedLowering(backend, lowering, step.inputs, step.outputs)
             step.location, step.kind = backend.name, "portable"
             step.reason = "; ".join(reasons)
