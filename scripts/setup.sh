@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Quick start 1: system packages (when root), .venv with every package editable plus the dev
-# tools, then the main job: `spawnml backends`.
+# tools, then the main job: list the backends, and remove the background of a real cat photo
+# with the real IS-Net model (scripts/main_job.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,3 +30,4 @@ for package in "${PACKAGES[@]}"; do editables+=(-e "./$package"); done
 "${pip[@]}" install --no-build-isolation "${editables[@]}"
 
 .venv/bin/spawnml backends
+scripts/main_job.sh
