@@ -13,8 +13,15 @@ ONNX_NAME = {
     DType.float32: "FLOAT", DType.float16: "FLOAT16", DType.float64: "DOUBLE",
     DType.bfloat16: "BFLOAT16", DType.int8: "INT8", DType.int16: "INT16", DType.int32: "INT32",
     DType.int64: "INT64", DType.uint8: "UINT8", DType.uint16: "UINT16", DType.uint32: "UINT32",
-    DType.uint64: "UINT64", DType.bool: "BOOL",
+    DType.uint64: "UINT64", DType.bool: "BOOL", DType.float8_e4m3fn: "FLOAT8E4M3FN",
+    DType.float8_e4m3fnuz: "FLOAT8E4M3FNUZ", DType.float8_e5m2: "FLOAT8E5M2",
+    DType.float8_e5m2fnuz: "FLOAT8E5M2FNUZ", DType.float8_e8m0fnu: "FLOAT8E8M0",
+    DType.float4_e2m1fn: "FLOAT4E2M1", DType.int4: "INT4", DType.uint4: "UINT4",
+    DType.int2: "INT2", DType.uint2: "UINT2",
 }  # fmt: skip
+NARROW = [DType.float8_e4m3fn, DType.float8_e4m3fnuz, DType.float8_e5m2, DType.float8_e5m2fnuz,
+          DType.float8_e8m0fnu, DType.float4_e2m1fn, DType.int4, DType.uint4, DType.int2,
+          DType.uint2]
 
 
 @pytest.mark.parametrize("dt", list(DType), ids=str)
@@ -24,7 +31,7 @@ def test_onnx_code_matches_tensorproto(dt: DType) -> None:
     assert dtype(dt.onnx) is dt
 
 
-@pytest.mark.parametrize("dt", [d for d in DType if d is not DType.bfloat16], ids=str)
+@pytest.mark.parametrize("dt", list(DType), ids=str)
 def test_numpy_round_trip_agrees_with_onnx(dt: DType) -> None:
     assert from_numpy(dt.numpy) is dt
     assert dtype(dt.numpy.type) is dt  # the scalar type, e.g. np.float32
@@ -33,10 +40,34 @@ def test_numpy_round_trip_agrees_with_onnx(dt: DType) -> None:
     assert helper.tensor_dtype_to_np_dtype(dt.onnx) == dt.numpy
 
 
-def test_bfloat16_has_no_numpy_type_but_a_size() -> None:
+def test_bfloat16_is_held_by_ml_dtypes() -> None:
+    import ml_dtypes
+
     assert DType.bfloat16.itemsize == 2
-    with pytest.raises(InvalidInputError, match="bfloat16"):
-        _ = DType.bfloat16.numpy
+    assert DType.bfloat16.numpy == np.dtype(ml_dtypes.bfloat16)
+    assert not DType.bfloat16.is_exotic
+
+
+@pytest.mark.parametrize("dt", NARROW, ids=str)
+def test_narrow_types_are_exotic_ml_dtypes(dt: DType) -> None:
+    """Held unpacked (one byte per element), ``bits`` as ONNX packs them, no kernel type."""
+    from spawnml.kernel.types import compute_type
+
+    assert dt.is_exotic and compute_type(dt) is None
+    assert dt.itemsize == 1
+    assert dt.bits == {"int4": 4, "uint4": 4, "int2": 2, "uint2": 2,
+                       "float4_e2m1fn": 4}.get(dt.value, 8)
+    # onnxruntime's type string, also accepted as a name
+    name = dt.onnx_type_name.removeprefix("tensor(").removesuffix(")")
+    assert name == ONNX_NAME[dt].lower()
+    assert dtype(name) is dt
+    assert dt.is_float8 == (dt.value.startswith("float8") and dt is not DType.float8_e8m0fnu)
+
+
+def test_numpy_names_keep_their_meaning() -> None:
+    assert dtype("float") is DType.float64  # numpy's "float", not ONNX's
+    assert dtype("double") is DType.float64
+    assert not any(d.is_exotic for d in (DType.float32, DType.int8, DType.bfloat16))
 
 
 def test_onnx_type_names_follow_onnxruntime() -> None:

@@ -36,12 +36,12 @@ def test_webgpu_matches_reference(op: OpDef, case: OpCase) -> None:
 
 
 @pytest.mark.parametrize(("attrs", "src", "error", "match"), [
-    ({"to": 17}, "float32", "UnsupportedOpError", "float8e4m3fn"),
-    ({"to": 22}, "float32", "UnsupportedOpError", "int4"),
+    ({"to": 27}, "float32", "UnsupportedOpError", "float6e2m3"),  # float8/int4: exotic
+    ({"to": 14}, "float32", "UnsupportedOpError", "complex64"),
     ({"to": 8}, "float32", "UnsupportedOpError", "string"),
     ({"to": 13}, "float32", "UnsupportedOpError", "uint64"),
     ({"to": 1}, "uint64", "UnsupportedOpError", "uint64"),
-    ({"to": 1}, "bfloat16", "UnsupportedOpError", "bfloat16"),
+    ({"to": 28}, "bfloat16", "UnsupportedOpError", "float6e3m2"),
     ({"to": 99}, "float32", "InvalidModelError", "'to'"),
     ({}, "float32", "InvalidModelError", "'to'"),
     ({"to": 1, "saturate": 3}, "float32", "InvalidModelError", "saturate"),

@@ -76,7 +76,7 @@ def test_layout_checks() -> None:
     with pytest.raises(InvalidModelError, match="blocked"):
         op.infer(nb, _infos(("float32", (3, 4)), ("float32", (3, 3))), [None, None])
     with pytest.raises(UnsupportedOpError, match="quantised type"):
-        op.infer(Node("QuantizeLinear", ["x", "s"], ["y"], {"output_dtype": 17}, opset=21),
+        op.infer(Node("QuantizeLinear", ["x", "s"], ["y"], {"output_dtype": 27}, opset=21),
                  _infos(("float32", (3,)), ("float32", ())), [None, None])
     with pytest.raises(InvalidModelError, match="opset 21"):
         op.infer(Node("QuantizeLinear", ["x", "s", "z"], ["y"], opset=19),

@@ -1,4 +1,10 @@
-"""Element types: spawnml's DType and its mappings to numpy and ONNX TensorProto."""
+"""Element types: spawnml's DType and its mappings to numpy and ONNX TensorProto.
+
+Besides the standard numpy types, DType names the narrow ONNX types (bfloat16, the float8
+family, float4e2m1, int4/uint4, int2/uint2). numpy holds those through ``ml_dtypes``
+(imported lazily, a dependency of onnx), one element per byte (sub-byte types unpacked).
+The *exotic* ones (all but bfloat16) have no kernel type: ops compute them on the host.
+"""
 
 from __future__ import annotations
 
@@ -25,17 +31,40 @@ class DType(enum.Enum):
     uint32 = "uint32"
     uint64 = "uint64"
     bool = "bool"
+    # Narrow ONNX types; the values are ml_dtypes' names (so numpy dtype names map back).
+    float8_e4m3fn = "float8_e4m3fn"
+    float8_e4m3fnuz = "float8_e4m3fnuz"
+    float8_e5m2 = "float8_e5m2"
+    float8_e5m2fnuz = "float8_e5m2fnuz"
+    float8_e8m0fnu = "float8_e8m0fnu"
+    float4_e2m1fn = "float4_e2m1fn"
+    int4 = "int4"
+    uint4 = "uint4"
+    int2 = "int2"
+    uint2 = "uint2"
 
     @property
     def numpy(self) -> np.dtype:
-        """The numpy dtype that holds this type on the host."""
-        if self is DType.bfloat16:
-            raise InvalidInputError("bfloat16 has no numpy equivalent; convert to float32 first")
+        """The numpy dtype that holds this type on the host (ml_dtypes for narrow types)."""
+        if self.value in _ML_DTYPES:
+            return _ml_dtype(self.value)
         return np.dtype(self.value)
 
     @property
     def itemsize(self) -> int:
+        """Bytes per element in host memory (sub-byte types are unpacked: 1)."""
         return 2 if self is DType.bfloat16 else self.numpy.itemsize
+
+    @property
+    def bits(self) -> int:
+        """Bits of one element as ONNX packs it (4 for int4, 2 for int2...)."""
+        return _BITS.get(self.value, 8 * self.itemsize)
+
+    @property
+    def is_exotic(self) -> bool:
+        """A narrow type (float8, float4, int4, int2...) that no kernel can compute with:
+        ops on it run on the host with ml_dtypes arrays."""
+        return self.value in _ML_DTYPES and self is not DType.bfloat16
 
     @property
     def onnx(self) -> int:
@@ -44,15 +73,22 @@ class DType(enum.Enum):
 
     @property
     def is_float(self) -> bool:
-        return self in (DType.float16, DType.float32, DType.float64, DType.bfloat16)
+        return self in _FLOATS
+
+    @property
+    def is_float8(self) -> bool:
+        """One of the four float8 types with a sign (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz)."""
+        return self in _FLOAT8
 
     @property
     def is_signed_int(self) -> bool:
-        return self in (DType.int8, DType.int16, DType.int32, DType.int64)
+        return self in (DType.int8, DType.int16, DType.int32, DType.int64, DType.int4,
+                        DType.int2)
 
     @property
     def is_unsigned_int(self) -> bool:
-        return self in (DType.uint8, DType.uint16, DType.uint32, DType.uint64)
+        return self in (DType.uint8, DType.uint16, DType.uint32, DType.uint64, DType.uint4,
+                        DType.uint2)
 
     @property
     def is_int(self) -> bool:
@@ -67,19 +103,47 @@ class DType(enum.Enum):
         return self.value
 
 
+_FLOAT8 = frozenset({DType.float8_e4m3fn, DType.float8_e4m3fnuz, DType.float8_e5m2,
+                     DType.float8_e5m2fnuz})
+_FLOATS = frozenset({DType.float16, DType.float32, DType.float64, DType.bfloat16,
+                     DType.float8_e8m0fnu, DType.float4_e2m1fn, *_FLOAT8})
+# Types numpy holds through ml_dtypes (attribute names of the ml_dtypes module).
+_ML_DTYPES = frozenset({"bfloat16", *(d.value for d in _FLOAT8), "float8_e8m0fnu",
+                        "float4_e2m1fn", "int4", "uint4", "int2", "uint2"})
+_BITS = {"float4_e2m1fn": 4, "int4": 4, "uint4": 4, "int2": 2, "uint2": 2}
+
+
+def _ml_dtype(name: str) -> np.dtype:
+    try:
+        import ml_dtypes
+    except ImportError:  # pragma: no cover - ml_dtypes comes with onnx
+        raise InvalidInputError(f"{name} tensors need the ml_dtypes package") from None
+    return np.dtype(getattr(ml_dtypes, name))
+
+
 # TensorProto.DataType codes (stable across onnx versions).
 _TO_ONNX = {
     DType.float32: 1, DType.uint8: 2, DType.int8: 3, DType.uint16: 4, DType.int16: 5,
     DType.int32: 6, DType.int64: 7, DType.bool: 9, DType.float16: 10, DType.float64: 11,
-    DType.uint32: 12, DType.uint64: 13, DType.bfloat16: 16,
+    DType.uint32: 12, DType.uint64: 13, DType.bfloat16: 16, DType.float8_e4m3fn: 17,
+    DType.float8_e4m3fnuz: 18, DType.float8_e5m2: 19, DType.float8_e5m2fnuz: 20,
+    DType.uint4: 21, DType.int4: 22, DType.float4_e2m1fn: 23, DType.float8_e8m0fnu: 24,
+    DType.uint2: 25, DType.int2: 26,
 }
 _FROM_ONNX = {code: dt for dt, code in _TO_ONNX.items()}
+# onnxruntime's type strings; lower-cased TensorProto names for the narrow types.
 _ONNX_NAMES = {
     DType.float32: "float", DType.float16: "float16", DType.float64: "double",
     DType.bfloat16: "bfloat16", DType.int8: "int8", DType.int16: "int16", DType.int32: "int32",
     DType.int64: "int64", DType.uint8: "uint8", DType.uint16: "uint16", DType.uint32: "uint32",
-    DType.uint64: "uint64", DType.bool: "bool",
+    DType.uint64: "uint64", DType.bool: "bool", DType.float8_e4m3fn: "float8e4m3fn",
+    DType.float8_e4m3fnuz: "float8e4m3fnuz", DType.float8_e5m2: "float8e5m2",
+    DType.float8_e5m2fnuz: "float8e5m2fnuz", DType.float8_e8m0fnu: "float8e8m0",
+    DType.float4_e2m1fn: "float4e2m1", DType.int4: "int4", DType.uint4: "uint4",
+    DType.int2: "int2", DType.uint2: "uint2",
 }
+# Narrow types also answer to those ONNX names ("float8e4m3fn", "float4e2m1").
+_ALIASES = {name: dt for dt, name in _ONNX_NAMES.items() if dt.value in _ML_DTYPES}
 
 
 def dtype(value: object) -> DType:
@@ -96,6 +160,8 @@ def dtype(value: object) -> DType:
             return DType(value)
         except ValueError:
             pass
+        if value in _ALIASES:
+            return _ALIASES[value]
     try:
         return DType(np.dtype(value).name)  # type: ignore[call-overload]
     except (TypeError, ValueError):

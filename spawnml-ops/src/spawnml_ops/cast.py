@@ -1,8 +1,9 @@
 """Cast and CastLike between every kernel dtype (floats, integers, bool).
 
 float64 is computed as f32 (kernels have no double); float -> integer truncates toward zero
-and out-of-range values are unspecified, as in C. float8/float4/int4/int2/string/bfloat16/
-uint64 targets have no kernel type and raise UnsupportedOpError naming the dtype.
+and out-of-range values are unspecified, as in C. Casts from or to the narrow types
+(bfloat16, float8, float4, int4, int2) run on the host (``exotic_cast``); string, complex,
+float6 and uint64 raise UnsupportedOpError naming the dtype.
 """
 
 
@@ -19,14 +20,13 @@ from spawnml.kernel import Output, Tensor, cast, kernel
 from spawnml.op import In, Lowering, Node, OpCase, OpDef, Out, TensorInfo
 
 from .common import KERNEL_DTYPES, check_dtype
+from .exotic_cast import cast_array, is_narrow, require_host, since_opset
 from .unary_base import sample
 
-# TensorProto codes of element types without a kernel type, named for error messages.
+# TensorProto codes of element types Cast does not support, named for error messages.
 _UNSUPPORTED_CODES = {
     0: "undefined", 8: "string", 13: "uint64", 14: "complex64", 15: "complex128",
-    16: "bfloat16", 17: "float8e4m3fn", 18: "float8e4m3fnuz", 19: "float8e5m2",
-    20: "float8e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4e2m1", 24: "float8e8m0",
-    25: "uint2", 26: "int2", 27: "float6e2m3", 28: "float6e3m2",
+    27: "float6e2m3", 28: "float6e3m2",
 }
 _ROUND_MODES = ("up", "down", "nearest")
 CAST_DTYPES = sorted(KERNEL_DTYPES, key=lambda d: d.value)
@@ -58,20 +58,31 @@ class CastBase(OpDef):
             raise self.fail(node, "input 0 is required")
         self.check_attrs(node)
         x = inputs[0]
-        check_dtype(node, x.dtype, KERNEL_DTYPES)
+        self.check_type(node, x.dtype, "input")
         to = self.target(node, inputs)
-        check_dtype(node, to, KERNEL_DTYPES, "target")
+        self.check_type(node, to, "target")
         return [TensorInfo(to, x.shape)]
+
+    def check_type(self, node: Node, dt: DType, what: str) -> None:
+        """Kernel types, and the narrow types (host) from the opset that added them."""
+        if not is_narrow(dt):
+            check_dtype(node, dt, KERNEL_DTYPES, what)
+        elif node.opset < since_opset(dt):
+            raise self.fail(node, f"{what} dtype {dt} needs opset {since_opset(dt)}")
 
     def reference(self, node: Node, inputs) -> list[np.ndarray]:
         x = np.asarray(inputs[0])
         to = self.target(node, [TensorInfo(DType(x.dtype.name), x.shape)]
                          + [None if a is None else TensorInfo(DType(np.asarray(a).dtype.name), ())
                             for a in inputs[1:]])
+        if is_narrow(to, DType(x.dtype.name)):
+            return [cast_array(x, to, bool(self.attr(node, "saturate", 1)),
+                               str(self.attr(node, "round_mode", "up")))]
         with np.errstate(all="ignore"):
             return [x.astype(to.numpy)]
 
     def lower(self, node: Node, inputs, outputs, values) -> Lowering:
+        require_host(node, inputs[0].dtype, outputs[0].dtype)
         low = Lowering()
         low.launch(cast_map, [In(0)], Out(0))
         return low

@@ -1,9 +1,10 @@
 """Linear quantisation: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear (integer
 matmul and convolution are in ``quant_matmul`` and ``quant_conv``).
 
-Integer types: uint8/int8 (all opsets), uint16/int16 (opset 21+); float8/int4/int2 have
-no spawnml dtype and are refused. Rounding is half to even with saturation; NaN saturates
-to the type's lowest value (what onnx.reference gives on x86)."""
+Integer types: uint8/int8 (all opsets), uint16/int16 (opset 21+). Rounding is half to even
+with saturation; NaN saturates to the type's lowest value (what onnx.reference gives on
+x86). The narrow types (float8 from opset 19, int4/uint4 21, float4e2m1 23, int2/uint2 25)
+have no kernel type: those nodes run on the host (``exotic_cast``)."""
 
 
 from __future__ import annotations
@@ -16,6 +17,15 @@ from spawnml.kernel import Output, Tensor, cast, f32, helper, kernel
 from spawnml.op import In, Lowering, Node, OpCase, OpDef, Out, TensorInfo
 
 from .common import normalize_axis
+from .exotic_cast import (
+    FLOAT8,
+    QUANT_TYPES,
+    check_float_zero_point,
+    dequantize_values,
+    quantize_narrow,
+    require_host,
+    since_opset,
+)
 from .quant_common import QRANGES, param_offset, quant_dtype, saturate, saturate_round, zero_or
 from .quant_conv import QUANT_CONV_OPS
 from .quant_matmul import QUANT_MATMUL_OPS
@@ -73,6 +83,11 @@ class LinearQuantOp(OpDef):
                                   f"block_size {block}, got {shape}")
         return ax, block
 
+    def check_narrow(self, node: Node, dt: DType) -> None:
+        """A narrow quantised type is valid from the opset that added it."""
+        if dt in QUANT_TYPES and node.opset < since_opset(dt):
+            raise self.fail(node, f"{dt} needs opset {since_opset(dt)}")
+
     @staticmethod
     def expand(p: np.ndarray, shape: tuple[int, ...], axis: int, block: int) -> np.ndarray:
         """A scale/zero point broadcast to the data's shape (numpy reference)."""
@@ -93,15 +108,23 @@ class QuantizeLinear(LinearQuantOp):
 
     def out_dtype(self, node: Node, zp: TensorInfo | None) -> DType:
         attr = int(self.attr(node, "output_dtype", 0)) if node.opset >= 21 else 0
-        dt = zp.dtype if zp is not None else (quant_dtype(node, attr) if attr else DType.uint8)
-        if attr and quant_dtype(node, attr) is not dt:
-            raise self.fail(node, f"output_dtype {quant_dtype(node, attr)} differs from the "
-                                  f"zero point's dtype {dt}")
-        if dt not in QRANGES:
+        dt = zp.dtype if zp is not None else (self.quant_type(node, attr) if attr
+                                              else DType.uint8)
+        if attr and self.quant_type(node, attr) is not dt:
+            raise self.fail(node, f"output_dtype {self.quant_type(node, attr)} differs from "
+                                  f"the zero point's dtype {dt}")
+        if dt not in QRANGES and dt not in QUANT_TYPES:
             raise UnsupportedOpError(f"{node.describe()}: output type {dt} is not supported")
+        self.check_narrow(node, dt)
         if dt in (DType.int16, DType.uint16) and node.opset < 21:
             raise self.fail(node, f"{dt} outputs need opset 21")
         return dt
+
+    @staticmethod
+    def quant_type(node: Node, code: int) -> DType:
+        """The ``output_dtype`` attribute's type: a narrow one or an integer type."""
+        narrow = [d for d in QUANT_TYPES if d.onnx == code]
+        return narrow[0] if narrow else quant_dtype(node, code)
 
     def infer(self, node, inputs, values) -> list[TensorInfo]:
         if len(inputs) < 2 or inputs[0] is None or inputs[1] is None:
@@ -123,6 +146,10 @@ class QuantizeLinear(LinearQuantOp):
         axis, block = self.layout(node, info[0], info[1], info[2])  # type: ignore[arg-type]
         dt = self.out_dtype(node, info[2])
         s = self.expand(scale, x.shape, axis, block)
+        if dt in QUANT_TYPES:  # x / scale in numpy's type, as onnx.reference computes it
+            with np.errstate(all="ignore"):
+                z = None if zp is None else self.expand(zp, x.shape, axis, block)
+                return [quantize_narrow(x / s, z, dt, bool(self.attr(node, "saturate", 1)))]
         with np.errstate(all="ignore"):
             q = np.rint(x.astype(np.float32) / s.astype(np.float32)).astype(np.float64)
         if zp is not None:
@@ -130,6 +157,7 @@ class QuantizeLinear(LinearQuantOp):
         return [saturate_round(q, dt)]
 
     def lower(self, node, inputs, outputs, values) -> Lowering:
+        require_host(node, outputs[0].dtype)
         zp = inputs[2] if len(inputs) > 2 else None
         axis, block = self.layout(node, inputs[0], inputs[1], zp)
         lo, hi = QRANGES[outputs[0].dtype]
@@ -179,8 +207,9 @@ class DequantizeLinear(LinearQuantOp):
             raise self.fail(node, "expects inputs x, x_scale[, x_zero_point]")
         x, scale = inputs[0], inputs[1]
         zp = inputs[2] if len(inputs) > 2 else None
-        if x.dtype not in (*QRANGES, DType.int32):
+        if x.dtype not in (*QRANGES, DType.int32, *QUANT_TYPES):
             raise UnsupportedOpError(f"{node.describe()}: input type {x.dtype} is not supported")
+        self.check_narrow(node, x.dtype)
         if zp is not None and zp.dtype is not x.dtype:
             raise self.fail(node, f"zero point dtype {zp.dtype} differs from x's {x.dtype}")
         self.layout(node, x, scale, zp)
@@ -192,13 +221,20 @@ class DequantizeLinear(LinearQuantOp):
         info = [None if a is None else TensorInfo(as_dtype(np.asarray(a).dtype), np.shape(a))
                 for a in (x, scale, zp)]
         axis, block = self.layout(node, info[0], info[1], info[2])  # type: ignore[arg-type]
-        dx = x.astype(np.float32)
-        if zp is not None:
-            dx = dx - self.expand(zp, x.shape, axis, block).astype(np.float32)
+        if info[0].dtype in QUANT_TYPES:  # type: ignore[union-attr]
+            z = None if zp is None else self.expand(zp, x.shape, axis, block)
+            if info[0].dtype in FLOAT8:  # type: ignore[union-attr]
+                check_float_zero_point(node, z)
+            dx = dequantize_values(x, z)
+        else:
+            dx = x.astype(np.float32)
+            if zp is not None:
+                dx = dx - self.expand(zp, x.shape, axis, block).astype(np.float32)
         y = dx * self.expand(scale, x.shape, axis, block).astype(np.float32)
         return [y.astype(self.out_dtype(node, info[1]).numpy)]  # type: ignore[arg-type]
 
     def lower(self, node, inputs, outputs, values) -> Lowering:
+        require_host(node, inputs[0].dtype)
         zp = inputs[2] if len(inputs) > 2 else None
         axis, block = self.layout(node, inputs[0], inputs[1], zp)
         low = Lowering()

@@ -56,6 +56,12 @@ def _compare(got: Any, expected: Any, rtol: float, atol: float) -> str:
         return "" if np.array_equal(g, e) else "object outputs differ"
     if g.shape != e.shape:
         return f"shape {g.shape} != expected {e.shape}"
+    if e.dtype.kind == "V" and "float" in e.dtype.name:  # ml_dtypes: bfloat16, float8...
+        if g.dtype != e.dtype:
+            return f"dtype {g.dtype} != expected {e.dtype}"
+        # as onnx's own runner: compared as float32 (NaN equal), bfloat16 within 2 ulps
+        rtol = max(rtol, 2**-6) if e.dtype.name == "bfloat16" else rtol
+        g, e = g.astype(np.float32), e.astype(np.float32)
     if e.dtype.kind in "fc":
         try:
             np.testing.assert_allclose(g.astype(e.dtype), e, rtol=rtol, atol=atol, equal_nan=True)
