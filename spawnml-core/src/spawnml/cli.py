@@ -81,8 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_plugins)
     from .cli_model import add_commands  # model commands import numpy/onnx lazily
+    from .cli_ops import add_commands as add_ops_command
 
     add_commands(sub, _table)
+    add_ops_command(sub, _table)
     pm = get_plugin_manager()
     for impl in pm.pm.hook.spawnml_register_commands.get_hookimpls():
         try:
