@@ -95,6 +95,19 @@ class Report:
         return [(s, r, b, c.first_failure) for s, rows in self.sections.items()
                 for r, cells in rows.items() for b, c in cells.items() if c.first_failure]
 
+    def regressions(self, baseline: dict[str, Any]) -> list[str]:
+        """Cells failing now that did not fail in ``baseline`` (a previous ``to_json`` run):
+        known failures stay reported as failures, new ones are listed here."""
+        old = baseline.get("sections", {})
+        found = []
+        for s, rows in self.sections.items():
+            for r, cells in rows.items():
+                for b, c in cells.items():
+                    before = old.get(s, {}).get(r, {}).get(b, {}).get("status")
+                    if c.status == FAIL and before != FAIL:
+                        found.append(f"{s} / {r} on {b} (was {before or 'absent'})")
+        return found
+
     def exclusions(self) -> list[tuple[str, str, str, str, int]]:
         """(section, row, backend, reason, count) for every skipped / not implemented case."""
         return [(s, r, b, reason, n) for s, rows in self.sections.items()

@@ -9,6 +9,7 @@ Exit status 1 when any cell fails, 2 on a usage or setup error.
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import sys
 import time
@@ -193,6 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="FILE", help="write the matrix as JSON")
     p.add_argument("--markdown", metavar="FILE", help="write the matrix as markdown")
     p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.add_argument("--baseline", metavar="FILE",
+                   help="a previous --json matrix: exit 1 only for cells that fail now but did "
+                        "not fail there (every failure is still reported)")
     return p
 
 
@@ -220,6 +224,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.markdown:
         with open(args.markdown, "w", encoding="utf-8") as f:
             f.write(markdown_page(report, argv))
+    if args.baseline:
+        with open(args.baseline, encoding="utf-8") as f:
+            regressions = report.regressions(json.load(f))
+        for line in regressions:
+            print(f"REGRESSION {line}", file=sys.stderr)
+        print(f"{len(regressions)} regression(s) against {args.baseline}", file=sys.stderr)
+        return 1 if regressions else 0
     return 1 if report.failed else 0
 
 
