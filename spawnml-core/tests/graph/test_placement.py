@@ -105,3 +105,31 @@ def test_a_registered_backend_kernel_is_preferred(extra_plugin) -> None:
     x = np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)
     np.testing.assert_allclose(sess.run(None, {"x": x})[0], chain_reference(x), rtol=1e-6)
     assert CountingRelu.runs == 3
+
+
+class TinyBackend(CPUBackend):
+    """A cpu-like device whose buffers hold at most 64 bytes (16 float32 values)."""
+
+    name = "tiny"
+
+    @property
+    def capabilities(self):
+        import dataclasses
+
+        return dataclasses.replace(super().capabilities, max_buffer_bytes=64)
+
+
+def test_tensors_larger_than_a_device_buffer_fall_back_instead_of_failing(extra_plugin, caplog):
+    @hookimpl
+    def spawnml_register_backends(register):
+        register(TinyBackend)
+
+    extra_plugin(spawnml_register_backends=spawnml_register_backends)
+    big = InferenceSession(chain_model(n_relu=1, shape=(8, 4)), backends=["tiny", "cpu"])
+    small = InferenceSession(chain_model(n_relu=1, shape=(2, 4)), backends=["tiny", "cpu"])
+    x = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
+    assert set(big.placement().counts) == {"cpu"}  # 128-byte tensors exceed the 64-byte buffers
+    assert set(small.placement().counts) == {"tiny"}
+    reference = InferenceSession(chain_model(n_relu=1, shape=(8, 4)), backends=["cpu"])
+    want = reference.run(None, {"x": x})
+    np.testing.assert_allclose(big.run(None, {"x": x})[0], want[0], rtol=1e-6)

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..backend import Backend
 from ..dtypes import dtype as as_dtype
-from ..errors import InvalidModelError, KernelError, SpawnMLError
+from ..errors import InvalidModelError, KernelError, OutOfMemoryError, SpawnMLError
 from ..execute import PreparedLowering
 from ..op import HostOnly, In, Node, OpDef, TensorInfo
 from ..registry import backend_kernels, find_op
@@ -101,6 +101,17 @@ def _used_inputs(lowering: Any) -> set[int]:
     return used | set(lowering.aliases.values())
 
 
+def _check_fits(backend: Backend, info: TensorInfo) -> None:
+    """The backend stores the dtype and one buffer can hold the tensor (else: next backend)."""
+    storage = backend.storage_dtype(info.dtype)
+    limit = backend.capabilities.max_buffer_bytes
+    if info.is_static and info.size * storage.itemsize > limit:
+        raise OutOfMemoryError(
+            f"{backend.name}: a {info.dtype} tensor of shape {info.shape} needs "
+            f"{info.size * storage.itemsize} bytes; one buffer holds at most {limit}"
+        )
+
+
 def place_node(
     step: NodePlan, backends: Sequence[Backend], on_reason: Callable[[str, str], None] | None = None
 ) -> None:
@@ -129,9 +140,9 @@ def place_node(
             # lower first: an op that declares HostOnly (e.g. for an element type no
             # backend stores) is placed on the host as declared, not as a fallback.
             lowering = op.lower(node, step.inputs, step.outputs, step.values)
-            for info in [*step.inputs, *step.outputs]:
+            for info in [*step.inputs, *step.outputs, *lowering.temps]:
                 if info is not None:
-                    backend.storage_dtype(info.dtype)
+                    _check_fits(backend, info)
             step.run = PreparedLowering(backend, lowering, step.inputs, step.outputs)
             step.location, step.kind = backend.name, "portable"
             step.reason = "; ".join(reasons)
