@@ -133,3 +133,34 @@ def test_tensors_larger_than_a_device_buffer_fall_back_instead_of_failing(extra_
     reference = InferenceSession(chain_model(n_relu=1, shape=(8, 4)), backends=["cpu"])
     want = reference.run(None, {"x": x})
     np.testing.assert_allclose(big.run(None, {"x": x})[0], want[0], rtol=1e-6)
+
+
+class WordOnlyBackend(CPUBackend):
+    """Stores no 8-bit types natively (like WebGPU) and holds 128 bytes per buffer."""
+
+    name = "wordonly"
+
+    @property
+    def capabilities(self):
+        import dataclasses
+
+        from spawnml.dtypes import DType
+
+        caps = super().capabilities
+        dtypes = caps.dtypes - {DType.uint8, DType.int8, DType.bool}
+        return dataclasses.replace(caps, dtypes=dtypes, max_buffer_bytes=128)
+
+
+def test_planned_buffers_are_sized_in_bytes_on_every_backend(extra_plugin):
+    @hookimpl
+    def spawnml_register_backends(register):
+        register(WordOnlyBackend)
+
+    extra_plugin(spawnml_register_backends=spawnml_register_backends)
+    sess = InferenceSession(chain_model(n_relu=3, shape=(8, 4)), backends=["wordonly"])
+    x = np.random.default_rng(1).standard_normal((8, 4)).astype(np.float32)
+    assert set(sess.placement().counts) == {"wordonly"}
+    want = InferenceSession(chain_model(n_relu=3, shape=(8, 4)), backends=["cpu"]).run(
+        None, {"x": x}
+    )
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], want[0], rtol=1e-6)

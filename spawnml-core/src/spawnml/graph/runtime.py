@@ -185,7 +185,10 @@ class _Execution:
         owner = self.slots.get(slot)
         if owner is None:
             nbytes = self.plan.memory.slots[slot[0]][slot[1]]
-            owner = self.slots[slot] = DeviceTensor.empty(backend, (nbytes,), DType.uint8)
+            # Raw bytes as float32 words: every backend stores float32 as itself (uint8 would
+            # be widened to 4 bytes per element where it is not native, e.g. on WebGPU).
+            words = -(-nbytes // 4)
+            owner = self.slots[slot] = DeviceTensor.empty(backend, (words,), DType.float32)
         return DeviceTensor(backend, owner.buffer, shape, info.dtype, _owner=owner)
 
     def _dynamic(self, step: NodePlan, inputs: list[Tensor | None]) -> NodePlan:
