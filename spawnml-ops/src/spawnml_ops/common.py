@@ -9,7 +9,8 @@ import numpy as np
 
 from spawnml.dtypes import DType
 from spawnml.errors import InvalidModelError, UnsupportedOpError
-from spawnml.kernel import Helper, Output, Tensor, helper, kernel, static_range
+from spawnml.kernel import Helper, Output, Tensor, kernel
+from spawnml.kernel.lib import broadcast_offset
 from spawnml.op import In, Lowering, Node, Out, TensorInfo, Tmp
 
 # -------------------------------------------------------------------------------- shapes
@@ -57,17 +58,6 @@ def static_shape(info: TensorInfo) -> tuple[int, ...]:
 
 
 # -------------------------------------------------------------------------------- kernels
-
-
-@helper
-def broadcast_offset(x, out):
-    """Flat offset of the element of ``x`` that broadcasts to this output element."""
-    off = 0
-    for d in static_range(x.ndim):
-        od = d + out.ndim - x.ndim
-        if x.shape[d] != 1:
-            off = off + out.index[od] * x.strides[d]
-    return off
 
 
 @kernel

@@ -15,17 +15,7 @@ from spawnml.kernel import (
     kernel,
     static_range,
 )
-
-
-@helper
-def broadcast_offset(x, out):
-    """Flat offset of the element of ``x`` that broadcasts to this output element."""
-    off = 0
-    for d in static_range(x.ndim):
-        od = d + out.ndim - x.ndim
-        if x.shape[d] != 1:
-            off = off + out.index[od] * x.strides[d]
-    return off
+from spawnml.kernel.lib import broadcast_offset
 
 
 @kernel
