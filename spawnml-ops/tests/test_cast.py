@@ -6,33 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from spawnml.op import OpCase, OpDef
 from spawnml.testing import op_check
 from spawnml_ops.cast import OPS
 
-CASES = op_check.case_params(OPS)
-
-
-@pytest.mark.parametrize(("op", "case"), CASES)
-def test_cpu_matches_reference(op: OpDef, case: OpCase) -> None:
-    op_check.check_backend(op_check.backend_or_skip("cpu"), op, case)
-
-
-@pytest.mark.parametrize(("op", "case"), CASES)
-def test_reference_matches_onnx_reference(op: OpDef, case: OpCase) -> None:
-    try:
-        op_check.check_onnx_reference(op, case)
-    except op_check.OnnxReferenceUnavailable as exc:
-        pytest.skip(str(exc))
-
-
-@pytest.mark.parametrize(("op", "case"), CASES)
-def test_webgpu_matches_reference(op: OpDef, case: OpCase) -> None:
-    backend = op_check.backend_or_skip("webgpu")
-    reason = op_check.unsupported_reason(backend, case, op)
-    if reason:
-        pytest.skip(reason)
-    op_check.check_backend(backend, op, case)
+test_cpu_matches_reference, test_reference_matches_onnx_reference, test_webgpu_matches_reference = (
+    op_check.standard_tests(OPS)
+)
 
 
 @pytest.mark.parametrize(("attrs", "src", "error", "match"), [

@@ -50,8 +50,13 @@ def backend_or_skip(name: str) -> Backend:
         raise
 
 
-def infer_node(op_type: str, attrs: dict[str, Any], dtypes: Sequence[str], opset: int,
-               shape: tuple[int, ...] = (2, 3)) -> list[Any]:
+def infer_node(
+    op_type: str,
+    attrs: dict[str, Any],
+    dtypes: Sequence[str],
+    opset: int,
+    shape: tuple[int, ...] = (2, 3),
+) -> list[Any]:
     """Run the registered op's ``infer`` on one node (attribute and dtype validation tests)."""
     from ..registry import find_op
 
@@ -72,8 +77,15 @@ def case_node(op: OpDef, case: OpCase) -> Node:
     while names and names[-1] == "":
         names.pop()
     outs = [f"y{i}" for i in range(case.n_outputs)]
-    return Node(op.op_type, names, outs, dict(case.attrs), name=case.name,
-                domain=op.domain, opset=case_opset(op, case))
+    return Node(
+        op.op_type,
+        names,
+        outs,
+        dict(case.attrs),
+        name=case.name,
+        domain=op.domain,
+        opset=case_opset(op, case),
+    )
 
 
 def unsupported_reason(backend: Backend, case: OpCase, op: OpDef | None = None) -> str | None:
@@ -115,8 +127,9 @@ def assert_close(got: Any, expected: Any, tol: dict[str, float], what: str) -> N
     assert got.shape == expected.shape, f"{what}: shape {got.shape} != {expected.shape}"
     assert got.dtype == expected.dtype, f"{what}: dtype {got.dtype} != {expected.dtype}"
     if expected.dtype.kind == "f":
-        np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64),
-                                   equal_nan=True, err_msg=what, **tol)
+        np.testing.assert_allclose(
+            got.astype(np.float64), expected.astype(np.float64), equal_nan=True, err_msg=what, **tol
+        )
     else:
         np.testing.assert_array_equal(got, expected, err_msg=what)
 
@@ -129,8 +142,12 @@ def check_backend(backend: Backend, op: OpDef, case: OpCase) -> None:
         got = run_node(backend, op, node, case.inputs)
     assert len(got) == len(expected), f"{case.name}: {len(got)} outputs != {len(expected)}"
     for g, e in zip(got, expected):
-        assert_close(g, e, tolerance(case, np.asarray(e).dtype, backend),
-                     f"{op.op_type} case {case.name} on {backend.name}")
+        assert_close(
+            g,
+            e,
+            tolerance(case, np.asarray(e).dtype, backend),
+            f"{op.op_type} case {case.name} on {backend.name}",
+        )
 
 
 def onnx_reference(op: OpDef, case: OpCase) -> list[np.ndarray]:
@@ -142,7 +159,8 @@ def onnx_reference(op: OpDef, case: OpCase) -> list[np.ndarray]:
     ref_out = op.reference(node, case.inputs)
     inputs = [
         helper.make_tensor_value_info(n, as_dtype(np.asarray(a).dtype).onnx, np.shape(a))
-        for n, a in zip(node.inputs, case.inputs) if n
+        for n, a in zip(node.inputs, case.inputs)
+        if n
     ]
     outputs = [
         helper.make_tensor_value_info(n, as_dtype(r.dtype).onnx, r.shape)
@@ -151,10 +169,13 @@ def onnx_reference(op: OpDef, case: OpCase) -> list[np.ndarray]:
     from onnx import numpy_helper
 
     # tensor-valued attributes (Constant's value, ConstantOfShape's value) as TensorProtos
-    attrs = {k: numpy_helper.from_array(v) if isinstance(v, np.ndarray) else v
-             for k, v in case.attrs.items()}
-    proto = helper.make_node(op.op_type, node.inputs, node.outputs, domain=op.domain or None,
-                             **attrs)
+    attrs = {
+        k: numpy_helper.from_array(v) if isinstance(v, np.ndarray) else v
+        for k, v in case.attrs.items()
+    }
+    proto = helper.make_node(
+        op.op_type, node.inputs, node.outputs, domain=op.domain or None, **attrs
+    )
     graph = helper.make_graph([proto], "case", inputs, outputs)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid(op.domain, node.opset)])
     feed = {n: np.asarray(a) for n, a in zip(node.inputs, case.inputs) if n}
@@ -165,7 +186,8 @@ def onnx_reference(op: OpDef, case: OpCase) -> list[np.ndarray]:
         except Exception as exc:
             raise OnnxReferenceUnavailable(
                 f"onnx.reference cannot run {op.op_type} case {case.name}: "
-                f"{type(exc).__name__}: {exc}") from exc
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
 
 
 def check_onnx_reference(op: OpDef, case: OpCase, skip_output: Sequence[int] = ()) -> None:
@@ -176,5 +198,44 @@ def check_onnx_reference(op: OpDef, case: OpCase, skip_output: Sequence[int] = (
     theirs = onnx_reference(op, case)
     for i, (a, b) in enumerate(zip(ours, theirs)):
         if i not in skip_output:
-            assert_close(a, np.asarray(b), tolerance(case, np.asarray(a).dtype),
-                         f"{op.op_type} case {case.name}: reference vs onnx.reference")
+            assert_close(
+                a,
+                np.asarray(b),
+                tolerance(case, np.asarray(a).dtype),
+                f"{op.op_type} case {case.name}: reference vs onnx.reference",
+            )
+
+
+def standard_tests(ops: Sequence[type[OpDef]], device: str = "webgpu") -> tuple[Any, Any, Any]:
+    """The three tests every op family runs over its ops' cases: cpu vs the numpy
+    reference, the reference vs onnx.reference, and ``device`` vs the reference (skips only
+    from declared capabilities). Use: ``test_cpu, test_ref, test_device = standard_tests(OPS)``.
+    """
+    import pytest
+
+    params = case_params(ops)
+
+    @pytest.mark.parametrize(("op", "case"), params)
+    def test_cpu_matches_reference(op: OpDef, case: OpCase) -> None:
+        check_backend(backend_or_skip("cpu"), op, case)
+
+    @pytest.mark.parametrize(("op", "case"), params)
+    def test_reference_matches_onnx_reference(op: OpDef, case: OpCase) -> None:
+        try:
+            check_onnx_reference(op, case)
+        except OnnxReferenceUnavailable as exc:
+            pytest.skip(str(exc))
+
+    @pytest.mark.parametrize(("op", "case"), params)
+    def test_device_matches_reference(op: OpDef, case: OpCase) -> None:
+        backend = backend_or_skip(device)
+        reason = unsupported_reason(backend, case, op)
+        if reason:
+            pytest.skip(reason)
+        check_backend(backend, op, case)
+
+    return (
+        test_cpu_matches_reference,
+        test_reference_matches_onnx_reference,
+        test_device_matches_reference,
+    )
