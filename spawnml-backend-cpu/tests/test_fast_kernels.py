@@ -15,7 +15,7 @@ from spawnml import get_backend
 from spawnml.dtypes import dtype as as_dtype
 from spawnml.errors import SpawnMLError
 from spawnml.execute import run_node
-from spawnml.graph.fusion import FUSED_ATTR
+from spawnml.graph.fusion import FUSED_ATTR, FusedActivation
 from spawnml.onnx_attributes import node_from_proto
 from spawnml.op import TensorInfo
 from spawnml.registry import find_op
@@ -429,7 +429,7 @@ def test_fused_activation_applied():
     case = Case("conv_relu", "Conv", [rand(1, 3, 6, 6), rand(4, 3, 3, 3)], {"pads": [1, 1, 1, 1]})
     expected, node_proto = onnx_expected(case)
     node = node_from_proto(node_proto, 17)
-    node.attrs[FUSED_ATTR] = ("Relu", {}, 17)
+    node.attrs[FUSED_ATTR] = FusedActivation("Relu", {}, 17)
     cpu = get_backend("cpu")
     kernel = fast_kernels.Conv()
     ins = [info(a) for a in case.inputs]

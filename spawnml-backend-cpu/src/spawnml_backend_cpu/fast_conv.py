@@ -1,128 +1,24 @@
-"""Window geometry and numpy/BLAS implementations of convolution and pooling (N-D, NCHW).
+"""Numpy/BLAS implementations of convolution and pooling (N-D, NCHW).
 
 Conv is im2col over a strided view of the padded input followed by one batched matmul per
 block of output rows (so the column matrix stays cache-sized); depthwise convs accumulate
-one tap at a time instead (a matmul with K = 9 wastes BLAS). Pools combine shifted strided
-slices tap by tap, which is faster than reducing a 6-D window view.
+one tap at a time instead (a matmul with K = 9 wastes BLAS), as do pools, which is faster
+than reducing a 6-D window view. 2-D tap loops read contiguous slices (fast_taps); other
+ranks read strided slices of the padded input.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from .fast_taps import FlatTaps, flat_taps
+from .fast_window import Window, padded, scratch
+
 _COLS_BUDGET = 1 << 21  # float32 elements per im2col block (8 MiB)
-
-
-@dataclass(frozen=True)
-class Window:
-    """Sliding-window geometry for ``spatial`` input dims: begin/end pads include the extra
-    end padding ceil_mode needs; ``out`` is the output spatial shape."""
-
-    kernel: tuple[int, ...]
-    strides: tuple[int, ...]
-    dilations: tuple[int, ...]
-    begin: tuple[int, ...]
-    end: tuple[int, ...]  # declared end pads
-    extra: tuple[int, ...]  # ceil_mode padding past the declared pads
-    out: tuple[int, ...]
-
-    @property
-    def taps(self) -> list[tuple[int, ...]]:
-        return list(itertools.product(*(range(k) for k in self.kernel)))
-
-    def tap_slices(self, tap: Sequence[int]) -> tuple[slice, ...]:
-        """Slices of the padded input holding the elements tap ``tap`` reads for every output."""
-        return tuple(
-            slice(t * d, t * d + s * (o - 1) + 1, s)
-            for t, d, s, o in zip(tap, self.dilations, self.strides, self.out)
-        )
-
-
-def window(
-    spatial: Sequence[int],
-    kernel: Sequence[int],
-    *,
-    strides: Sequence[int] | None = None,
-    dilations: Sequence[int] | None = None,
-    pads: Sequence[int] | None = None,
-    auto_pad: str = "NOTSET",
-    ceil_mode: bool = False,
-) -> Window:
-    """ONNX Conv/Pool output-size rules (auto_pad SAME_UPPER/SAME_LOWER/VALID, ceil_mode)."""
-    rank = len(spatial)
-    strides = tuple(strides or [1] * rank)
-    dilations = tuple(dilations or [1] * rank)
-    kernel = tuple(kernel)
-    span = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        out = [math.ceil(i / s) for i, s in zip(spatial, strides)]
-        total = [max(0, (o - 1) * s + w - i) for o, s, w, i in zip(out, strides, span, spatial)]
-        small = [t // 2 for t in total]
-        big = [t - h for t, h in zip(total, small)]
-        begin, end = (small, big) if auto_pad == "SAME_UPPER" else (big, small)
-    elif auto_pad == "VALID":
-        begin = end = [0] * rank
-    else:
-        p = list(pads or [0] * (2 * rank))
-        begin, end = p[:rank], p[rank:]
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        out_shape = out
-    else:
-        rnd = math.ceil if ceil_mode else math.floor
-        out_shape = []
-        for i, b, e, w, s in zip(spatial, begin, end, span, strides):
-            o = int(rnd((i + b + e - w) / s)) + 1
-            if ceil_mode and (o - 1) * s >= i + b:  # a window must start inside input/begin pad
-                o -= 1
-            out_shape.append(o)
-    extra = [
-        max(0, (o - 1) * s + w - (i + b + e))
-        for o, s, w, i, b, e in zip(out_shape, strides, span, spatial, begin, end)
-    ]
-    return Window(
-        kernel, strides, dilations, tuple(begin), tuple(end), tuple(extra), tuple(out_shape)
-    )
-
-
-_local = threading.local()
-
-
-def scratch(slot: str, shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
-    """A reusable per-thread work array (contents undefined), grown on demand: padded
-    inputs and column matrices are rebuilt every call, so allocating them is wasted time."""
-    pool: dict[str, np.ndarray] = _local.__dict__.setdefault("pool", {})
-    size = math.prod(shape)
-    flat = pool.get(slot)
-    if flat is None or flat.dtype != dtype or flat.size < size:
-        flat = pool[slot] = np.empty(max(size, 1), dtype)
-    return flat[:size].reshape(tuple(shape))
-
-
-def padded(x: np.ndarray, win: Window, fill: float) -> np.ndarray:
-    """``x`` (N, C, *spatial) inside a border of ``fill`` (pads plus ceil_mode extra)."""
-    if not any(win.begin) and not any(win.end) and not any(win.extra):
-        return x
-    lo, hi = win.begin, tuple(e + x_ for e, x_ in zip(win.end, win.extra))
-    shape = x.shape[:2] + tuple(i + b + e for i, b, e in zip(x.shape[2:], lo, hi))
-    out = scratch("padded", shape, x.dtype)
-    lead = (slice(None), slice(None))
-    for axis, (b, e) in enumerate(zip(lo, hi)):  # only the border is filled
-        before = [slice(None)] * len(lo)
-        if b:
-            before[axis] = slice(0, b)
-            out[(*lead, *before)] = fill
-        if e:
-            before[axis] = slice(shape[2 + axis] - e, None)
-            out[(*lead, *before)] = fill
-    out[(*lead, *(slice(b, b + i) for b, i in zip(lo, x.shape[2:])))] = x
-    return out
 
 
 def conv(
@@ -132,8 +28,14 @@ def conv(
     n, c = x.shape[:2]
     m = w.shape[0]
     cg, mg = c // group, m // group
-    xp = padded(x, win, 0.0)
     rank = len(win.kernel)
+    bias = None if b is None else b.reshape((m,) + (1,) * rank)
+    if cg == 1 and mg == 1:
+        taps = flat_taps(x, win, 0.0)
+        if taps is not None:
+            _depthwise_flat(taps, w.reshape(m, -1), bias, out)
+            return
+    xp = padded(x, win, 0.0)
     pointwise = all(k == 1 for k in win.kernel) and all(s == 1 for s in win.strides)
     if pointwise and not any(win.begin) and not any(win.end) and group == 1:
         np.matmul(w.reshape(m, c), xp.reshape(n, c, -1), out=out.reshape(n, m, -1))
@@ -141,11 +43,31 @@ def conv(
         _depthwise(xp, w, win, out)
     else:
         _im2col(xp, w.reshape(group, mg, -1), win, group, out)
-    if b is not None:
-        out += b.reshape((m,) + (1,) * rank)
+    if bias is not None:
+        out += bias
+
+
+def _depthwise_flat(
+    taps: FlatTaps, wk: np.ndarray, bias: np.ndarray | None, out: np.ndarray
+) -> None:
+    """Depthwise 2-D conv: one multiply-add per tap over contiguous grid slices; the bias is
+    added in the pass that crops the grid into ``out``."""
+    acc, tmp = taps.grid("acc"), taps.grid("taps")
+    for i, src in enumerate(taps.taps()):
+        weight = wk[:, i : i + 1]  # (M, 1) against (N, M, length)
+        if i == 0:
+            np.multiply(src, weight, out=acc)
+        else:
+            np.multiply(src, weight, out=tmp)
+            acc += tmp
+    if bias is None:
+        np.copyto(out, taps.crop(acc))
+    else:
+        np.add(taps.crop(acc), bias, out=out)
 
 
 def _depthwise(xp: np.ndarray, w: np.ndarray, win: Window, out: np.ndarray) -> None:
+    """Depthwise conv of any rank over strided tap views of the padded input."""
     channel = (slice(None), slice(None))
     bcast = (1, w.shape[0]) + (1,) * len(win.kernel)
     tmp = scratch("taps", out.shape, out.dtype)
@@ -192,28 +114,35 @@ def _im2col(xp: np.ndarray, wg: np.ndarray, win: Window, group: int, out: np.nda
             np.matmul(wg, cols, out=flat[i, :, :, r0 * per_row : r1 * per_row])
 
 
-def max_pool(x: np.ndarray, win: Window, out: np.ndarray) -> None:
-    xp = padded(x, win, -np.inf)
-    lead = (slice(None), slice(None))
-    for i, tap in enumerate(win.taps):
-        src = xp[lead + win.tap_slices(tap)]
+def _combine_taps(
+    x: np.ndarray, win: Window, fill: float, combine: np.ufunc, out: np.ndarray
+) -> np.ndarray:
+    """``combine`` reduced over the taps of ``x`` padded with ``fill``: ``out`` itself, or a
+    view shaped like it (2-D windows work on a flat grid, see fast_taps)."""
+    taps = flat_taps(x, win, fill)
+    if taps is None:
+        xp = padded(x, win, fill)
+        lead = (slice(None), slice(None))
+        acc, sources = out, (xp[lead + win.tap_slices(tap)] for tap in win.taps)
+    else:
+        acc, sources = taps.grid("acc"), taps.taps()
+    for i, src in enumerate(sources):
         if i == 0:
-            out[...] = src
+            np.copyto(acc, src)
         else:
-            np.maximum(out, src, out=out)
+            combine(acc, src, out=acc)
+    return acc if taps is None else taps.crop(acc)
+
+
+def max_pool(x: np.ndarray, win: Window, out: np.ndarray) -> None:
+    result = _combine_taps(x, win, -np.inf, np.maximum, out)
+    if result is not out:
+        np.copyto(out, result)
 
 
 def avg_pool(x: np.ndarray, win: Window, counts: np.ndarray, out: np.ndarray) -> None:
     """Sum over taps divided by ``counts`` (see ``pool_counts``)."""
-    xp = padded(x, win, 0.0)
-    lead = (slice(None), slice(None))
-    for i, tap in enumerate(win.taps):
-        src = xp[lead + win.tap_slices(tap)]
-        if i == 0:
-            out[...] = src
-        else:
-            out += src
-    out /= counts
+    np.divide(_combine_taps(x, win, 0.0, np.add, out), counts, out=out)
 
 
 def pool_counts(spatial: Sequence[int], win: Window, count_include_pad: bool) -> np.ndarray:

@@ -16,11 +16,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from spawnml.dtypes import DType
-from spawnml.graph.fusion import FUSED_ATTR, apply_fused_activation
+from spawnml.graph.fusion import apply_fused_activation, fused_activation
 from spawnml.op import BackendKernel, Node, TensorInfo
 from spawnml.tensor import DeviceTensor
 
-from . import fast_conv
+from . import fast_conv, fast_window
 
 ENV = "SPAWNML_CPU_FAST_KERNELS"
 
@@ -42,16 +42,19 @@ def host_view(tensor: DeviceTensor) -> np.ndarray:
 
 def _inplace_activation(node: Node) -> Callable[[np.ndarray], None] | None:
     """The activation fused into ``node`` (graph.fusion), applied in place."""
-    found = node.attrs.get(FUSED_ATTR)
+    found = fused_activation(node)
     if found is None:
         return None
-    op_type, attrs = found[0], found[1]
-    if op_type == "Relu":
+    op, act, constants = found
+    if act.op_type == "Relu":
         return lambda y: np.maximum(y, 0.0, out=y)
-    if op_type == "LeakyRelu":
-        alpha = float(attrs.get("alpha", 0.01))
-        return lambda y: np.copyto(y, np.where(y < 0, y * np.float32(alpha), y))
-    if op_type == "Sigmoid":
+    if act.op_type == "Clip":
+        lo, hi = op.bounds(act, constants)  # type: ignore[attr-defined]
+        return lambda y: np.clip(y, np.float32(lo), np.float32(hi), out=y)
+    if act.op_type == "LeakyRelu":
+        alpha = np.float32(act.attrs.get("alpha", 0.01))
+        return lambda y: np.copyto(y, np.where(y < 0, y * alpha, y))
+    if act.op_type == "Sigmoid":
         return _sigmoid_inplace
 
     def generic(y: np.ndarray) -> None:
@@ -140,7 +143,7 @@ class Conv(CpuKernel):
 
     def build(self, node, inputs, outputs, values) -> Compute:
         x, w = inputs[0], inputs[1]
-        win = fast_conv.window(
+        win = fast_window.window(
             x.shape[2:],
             node.attrs.get("kernel_shape") or w.shape[2:],
             strides=node.attrs.get("strides"),
@@ -166,8 +169,8 @@ class _Pool(CpuKernel):
         single = len([o for o in node.outputs if o]) == 1  # no MaxPool Indices
         return single and len(inputs[0].shape or ()) >= 3
 
-    def geometry(self, node: Node, x: TensorInfo) -> fast_conv.Window:
-        return fast_conv.window(
+    def geometry(self, node: Node, x: TensorInfo) -> fast_window.Window:
+        return fast_window.window(
             x.shape[2:],
             node.attrs["kernel_shape"],
             strides=node.attrs.get("strides"),

@@ -125,7 +125,7 @@ def _prelu(v, s):
 
 
 @helper
-def _clip_attrs(v, p):
+def clip_attrs(v, p):
     return min(max(v, p[0]), p[1])
 
 
@@ -323,7 +323,18 @@ class Clip(OpDef):
                 raise self.fail(node, f"input {i} must be a scalar, got shape {b.shape}")
         return [x]
 
-    def bounds(self, node: Node) -> tuple[float, float]:
+    def bounds(
+        self, node: Node, constants: Sequence[np.ndarray | None] = ()
+    ) -> tuple[float, float]:
+        """(min, max): the attributes before opset 11, else the constant ``min``/``max``
+        inputs (±inf when omitted)."""
+        if node.opset >= 11:
+            given = [*constants, None, None][:2]
+            lo, hi = (
+                default if v is None else float(np.asarray(v).reshape(()))
+                for v, default in zip(given, (-math.inf, math.inf))
+            )
+            return lo, hi
         # Clip-6 defaults are the float32 limits, so ±inf inputs clip to them
         lo = self.attr(node, "min", -_FLT_MAX)
         hi = self.attr(node, "max", _FLT_MAX)
@@ -349,7 +360,7 @@ class Clip(OpDef):
     def lower(self, node: Node, inputs, outputs, values) -> Lowering:
         low = Lowering()
         if node.opset < 11:
-            low.launch(unary_map_params, [In(0)], Out(0), fn=_clip_attrs, params=self.bounds(node))
+            low.launch(unary_map_params, [In(0)], Out(0), fn=clip_attrs, params=self.bounds(node))
             return low
         has_lo = len(inputs) > 1 and inputs[1] is not None
         has_hi = len(inputs) > 2 and inputs[2] is not None

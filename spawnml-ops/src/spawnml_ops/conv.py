@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from spawnml.kernel import Output, Tensor, cast, f32, kernel
+from spawnml.kernel import Helper, Output, Tensor, cast, f32, kernel
 from spawnml.op import In, Lowering, Node, OpCase, OpDef, Out, TensorInfo
 
 from .common import static_shape
@@ -27,6 +27,7 @@ from .conv_common import (
     spatial_input,
     window,
 )
+from .fused import IN_KERNEL, activation_args
 
 
 def _row_major(shape: Sequence[int]) -> tuple[int, ...]:
@@ -41,7 +42,7 @@ def _row_major(shape: Sequence[int]) -> tuple[int, ...]:
 def conv_nd(
     x: Tensor, w: Tensor, b: Tensor, out: Output, nsp: int, xsp: tuple, xst: tuple,
     wst: tuple, ksp: tuple, strides: tuple, pads: tuple, dil: tuple, groups: int,
-    has_bias: bool,
+    has_bias: bool, act: Helper, act_params: tuple, act_arity: int,
 ):
     """Conv over three (left-padded) spatial dims; x (N, C, ...), w (M, C/group, k...)."""
     n = out.index[0]
@@ -70,6 +71,10 @@ def conv_nd(
                         acc = acc + cast(xv, f32) * cast(wv, f32)
     if has_bias:
         acc = acc + cast(b.flat[co], f32)
+    if act_arity == 2:
+        acc = act(acc, act_params)
+    else:
+        acc = act(acc)
     return cast(acc, out.dtype)
 
 
@@ -77,7 +82,7 @@ def conv_nd(
 def conv_transpose_nd(
     x: Tensor, w: Tensor, b: Tensor, out: Output, nsp: int, xsp: tuple, xst: tuple,
     wst: tuple, ksp: tuple, strides: tuple, pads: tuple, dil: tuple, groups: int,
-    has_bias: bool,
+    has_bias: bool, act: Helper, act_params: tuple, act_arity: int,
 ):
     """ConvTranspose; x (N, C, ...), w (C, M/group, k...), out (N, M, ...)."""
     n = out.index[0]
@@ -114,13 +119,18 @@ def conv_transpose_nd(
                         acc = acc + cast(xv, f32) * cast(wv, f32)
     if has_bias:
         acc = acc + cast(b.flat[co], f32)
+    if act_arity == 2:
+        acc = act(acc, act_params)
+    else:
+        acc = act(acc)
     return cast(acc, out.dtype)
 
 
 class _ConvBase(OpDef):
-    """Shared checks of Conv and ConvTranspose."""
+    """Shared checks of Conv and ConvTranspose; both apply a fused activation in-kernel."""
 
     since_version = 1
+    fusable_activations = IN_KERNEL
 
     def _weights(self, node: Node, inputs: Sequence[TensorInfo | None]):
         x_shape = spatial_input(self, node, inputs[0])
@@ -163,6 +173,7 @@ class _ConvBase(OpDef):
             dil=pad3(win.dilations, 1),
             groups=int(self.attr(node, "group", 1)),
             has_bias=has_bias,
+            **activation_args(node),
         )
         return low
 

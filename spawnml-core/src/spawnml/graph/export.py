@@ -25,6 +25,7 @@ def graph_proto(graph: Graph) -> Any:
     from onnx import helper, numpy_helper
 
     nodes = []
+    inits = dict(graph.initializers)
     for n in graph.nodes:
         attrs: dict[str, Any] = {}
         for k, v in n.attrs.items():
@@ -41,14 +42,14 @@ def graph_proto(graph: Graph) -> Any:
             helper.make_node(n.op_type, n.inputs, outputs, n.name, domain=n.domain, **attrs)
         )
         if fused is not None:
-            op_type, act_attrs, _ = fused
-            nodes.append(helper.make_node(op_type, [outputs[0]], [n.outputs[0]], **act_attrs))
-    inits = [numpy_helper.from_array(a, name) for name, a in graph.initializers.items()]
+            act = fused.node(outputs[0])
+            nodes.append(helper.make_node(act.op_type, act.inputs, [n.outputs[0]], **act.attrs))
+            inits.update((name, v) for name, v in fused.constants if name)
     return helper.make_graph(
         nodes, graph.name or "graph",
         [_value_info(v.name, v.info) for v in graph.inputs],
         [_value_info(v.name, v.info) for v in graph.outputs],
-        inits,
+        [numpy_helper.from_array(a, name) for name, a in inits.items()],
     )  # fmt: skip
 
 

@@ -1,0 +1,47 @@
+"""Fused activations inside a kernel: the helper and constants a Conv kernel applies to its
+accumulator when graph.fusion folded an activation node into it.
+
+A kernel that fuses takes three arguments, ``act: Helper, act_params: tuple, act_arity: int``,
+and ends with ``if act_arity == 2: acc = act(acc, act_params)`` / ``else: acc = act(acc)``
+(the branch is resolved at specialisation); :func:`activation_args` fills them in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spawnml.errors import UnsupportedOpError
+from spawnml.graph.fusion import fused_activation
+from spawnml.kernel import helper
+from spawnml.op import Node
+
+from .activations import Clip, clip_attrs
+from .unary_base import UnaryOp
+
+# Activations whose kernel form is a helper with compile-time float params.
+IN_KERNEL = frozenset({
+    "Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Elu", "Selu",
+    "Softplus",
+})  # fmt: skip
+
+
+@helper
+def no_activation(v):
+    return v
+
+
+def activation_args(node: Node) -> dict[str, Any]:
+    """Kernel arguments (act, act_params, act_arity) applying ``node``'s fused activation."""
+    found = fused_activation(node)
+    if found is None:
+        return {"act": no_activation, "act_params": (), "act_arity": 1}
+    op, act, constants = found
+    if isinstance(op, Clip):
+        return {"act": clip_attrs, "act_params": op.bounds(act, constants), "act_arity": 2}
+    if isinstance(op, UnaryOp) and act.op_type in IN_KERNEL:
+        params = op.params(act)
+        return {"act": type(op).fn, "act_params": params, "act_arity": 2 if params else 1}
+    raise UnsupportedOpError(
+        f"{node.op_type} node {node.name!r}: fused activation {act.op_type} has no in-kernel "
+        f"form; expected one of {sorted(IN_KERNEL)}"
+    )

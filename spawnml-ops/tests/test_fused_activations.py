@@ -1,0 +1,89 @@
+"""Activations fused into Conv (graph.fusion): every backend applies them in the conv kernel
+and matches onnxruntime on the unfused model; constants-only Clip bounds fuse, others do not;
+export expands fused nodes back into a valid model."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, checker, helper, numpy_helper
+
+from spawnml import InferenceSession
+from spawnml.graph.export import to_model
+from spawnml.graph.fusion import FUSED_ATTR
+from spawnml.testing.op_check import backend_or_skip
+
+BACKENDS = ["cpu", "opencl", "webgpu", "webgl", "wasm"]
+RNG = np.random.default_rng(7)
+W = RNG.standard_normal((6, 4, 3, 3)).astype(np.float32)
+B = RNG.standard_normal(6).astype(np.float32)
+X = (3 * RNG.standard_normal((1, 4, 7, 8))).astype(np.float32)
+
+# activation node (reading "c", writing "y") and the extra initializers it needs
+ACTIVATIONS = {
+    "relu": (helper.make_node("Relu", ["c"], ["y"]), {}),
+    "relu6": (helper.make_node("Clip", ["c", "lo", "hi"], ["y"]), {"lo": 0.0, "hi": 6.0}),
+    "clip_max_only": (helper.make_node("Clip", ["c", "", "hi"], ["y"]), {"hi": 0.5}),
+    "leaky_relu": (helper.make_node("LeakyRelu", ["c"], ["y"], alpha=0.3), {}),
+    "hard_sigmoid": (helper.make_node("HardSigmoid", ["c"], ["y"], alpha=0.3, beta=0.4), {}),
+    "hard_swish": (helper.make_node("HardSwish", ["c"], ["y"]), {}),
+    "sigmoid": (helper.make_node("Sigmoid", ["c"], ["y"]), {}),
+}
+
+
+def conv_then(activation: str, group: int = 1, inputs: tuple[str, ...] = ()) -> object:
+    act, consts = ACTIVATIONS[activation]
+    w = W if group == 1 else RNG.standard_normal((4, 1, 3, 3)).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "W")]
+    inits += [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in consts.items()
+              if k not in inputs]  # fmt: skip
+    conv = helper.make_node("Conv", ["x", "W"] + (["B"] if group == 1 else []), ["c"],
+                            pads=[1, 1, 1, 1], strides=[1, 2], group=group)  # fmt: skip
+    if group == 1:
+        inits.append(numpy_helper.from_array(B, "B"))
+    graph_inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(X.shape))]
+    graph_inputs += [helper.make_tensor_value_info(k, TensorProto.FLOAT, []) for k in inputs]
+    graph = helper.make_graph(
+        [conv, act], "g", graph_inputs,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, w.shape[0], 7, 4])], inits,
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def expected(model: object, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)[0]
+
+
+@pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("group", [1, 4], ids=["dense", "depthwise"])
+def test_conv_applies_the_fused_activation(backend: str, activation: str, group: int) -> None:
+    backend_or_skip(backend)
+    model = conv_then(activation, group)
+    sess = InferenceSession(model, [backend])
+    assert sess.passes.activations_fused == 1
+    assert dict(sess.placement()) == {sess.graph.nodes[0].name: backend}
+    got = sess.run(None, {"x": X})[0]
+    np.testing.assert_allclose(got, expected(model, {"x": X}), rtol=1e-5, atol=2e-5)
+
+
+def test_clip_bounds_fed_at_run_time_are_not_fused() -> None:
+    model = conv_then("relu6", inputs=("hi",))
+    sess = InferenceSession(model, ["cpu"])
+    assert sess.passes.activations_fused == 0
+    feeds = {"x": X, "hi": np.array(1.5, np.float32)}
+    np.testing.assert_allclose(sess.run(None, feeds)[0], expected(model, feeds), atol=2e-5)
+
+
+def test_export_expands_a_fused_clip_with_its_bounds() -> None:
+    sess = InferenceSession(conv_then("relu6"), ["cpu"])
+    fused = sess.graph.nodes[0].attrs[FUSED_ATTR]
+    assert (fused.op_type, [name for name, _ in fused.constants]) == ("Clip", ["lo", "hi"])
+    exported = to_model(sess.graph)
+    checker.check_model(exported)
+    assert [n.op_type for n in exported.graph.node] == ["Conv", "Clip"]
+    np.testing.assert_allclose(
+        expected(exported, {"x": X}), expected(conv_then("relu6"), {"x": X}), atol=1e-6
+    )
