@@ -47,7 +47,6 @@ def test_every_tap_reads_the_padded_window(geo) -> None:
     x = RNG.standard_normal((2, 3, *geo[0])).astype(np.float32)
     win = geometry(*geo)
     taps = flat_taps(x, win, -7.0)
-    assert taps is not None
     for got, want in itertools.zip_longest(taps.taps(), tap_reference(x, win, -7.0)):
         grid = taps.grid("acc")
         np.copyto(grid, got)
@@ -77,7 +76,8 @@ def test_depthwise_conv_and_pools_match_the_tap_reference(geo) -> None:
 
 def test_only_two_dimensional_windows_use_the_grid() -> None:
     x = np.zeros((1, 2, 5, 5, 5), np.float32)
-    assert flat_taps(x, window((5, 5, 5), (3, 3, 3)), 0.0) is None
+    with pytest.raises(ValueError, match="2-D window"):
+        flat_taps(x, window((5, 5, 5), (3, 3, 3)), 0.0)
 
 
 @pytest.mark.parametrize("spatial,kernel", [((11,), (4,)), ((4, 5, 6), (2, 3, 2))])
@@ -91,3 +91,19 @@ def test_other_ranks_use_strided_taps(spatial, kernel) -> None:
     bcast = (3,) + (1,) * len(spatial)
     want = sum(t * w.reshape(3, -1)[:, i].reshape(bcast) for i, t in enumerate(taps))
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("group", [1, 2])
+@pytest.mark.parametrize("geo", GEOMETRIES, ids=lambda g: f"{g[0]}k{g[1]}s{g[2]}d{g[3]}")
+def test_dense_and_grouped_conv_match_the_tap_reference(geo, group) -> None:
+    x = RNG.standard_normal((2, 4, *geo[0])).astype(np.float32)
+    win = geometry(*geo)
+    w = RNG.standard_normal((6, 4 // group, *win.kernel)).astype(np.float32)
+    b = RNG.standard_normal(6).astype(np.float32)
+    out = np.empty((2, 6, *win.out), np.float32)
+    fast_conv.conv(x, w, b, win, group, out)
+    taps = np.stack(tap_reference(x, win, 0.0), axis=2)  # (N, C, taps, Ho, Wo)
+    taps = taps.reshape(2, group, 4 // group, -1, *win.out)
+    wg = w.reshape(group, 6 // group, 4 // group, -1).astype(np.float64)
+    want = np.einsum("ngctyx,gmct->ngmyx", taps, wg).reshape(2, 6, *win.out)
+    np.testing.assert_allclose(out, want + b[:, None, None], rtol=1e-5, atol=1e-5)

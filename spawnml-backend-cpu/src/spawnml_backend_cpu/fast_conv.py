@@ -10,7 +10,7 @@ ranks read strided slices of the padded input.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -30,13 +30,15 @@ def conv(
     cg, mg = c // group, m // group
     rank = len(win.kernel)
     bias = None if b is None else b.reshape((m,) + (1,) * rank)
-    if cg == 1 and mg == 1:
-        taps = flat_taps(x, win, 0.0)
-        if taps is not None:
-            _depthwise_flat(taps, w.reshape(m, -1), bias, out)
-            return
-    xp = padded(x, win, 0.0)
     pointwise = all(k == 1 for k in win.kernel) and all(s == 1 for s in win.strides)
+    if rank == 2 and not (pointwise and group == 1 and not any(win.begin + win.end)):
+        taps = flat_taps(x, win, 0.0)
+        if cg == 1 and mg == 1:
+            _depthwise_flat(taps, w.reshape(m, -1), bias, out)
+        else:
+            _im2col_flat(taps, w.reshape(group, mg, -1), bias, out)
+        return
+    xp = padded(x, win, 0.0)
     if pointwise and not any(win.begin) and not any(win.end) and group == 1:
         np.matmul(w.reshape(m, c), xp.reshape(n, c, -1), out=out.reshape(n, m, -1))
     elif cg == 1 and mg == 1:
@@ -81,6 +83,35 @@ def _depthwise(xp: np.ndarray, w: np.ndarray, win: Window, out: np.ndarray) -> N
             out += tmp
 
 
+def _im2col_flat(
+    taps: FlatTaps, wg: np.ndarray, bias: np.ndarray | None, out: np.ndarray
+) -> None:
+    """2-D conv as one matmul per block of output rows: the column matrix (Cg * taps, span)
+    of each group is filled by one contiguous-row copy per tap, the product lands on the
+    grid and the bias is added in the pass that crops it into ``out``."""
+    n, c = taps.phases.shape[1:3]
+    group, mg, k = wg.shape
+    cg = c // group
+    ntaps = k // cg
+    (ho, wo), width = taps.win.out, taps.width
+    rows = max(1, min(ho, _COLS_BUDGET // max(1, c * ntaps * width)))
+    sources = list(taps.taps())
+    for i in range(n):
+        for r0 in range(0, ho, rows):
+            r1 = min(ho, r0 + rows)
+            begin, span = r0 * width, (r1 - r0) * width
+            cols = scratch("cols", (group, cg, ntaps, span), taps.phases.dtype)
+            for t, src in enumerate(sources):
+                cols[:, :, t] = src[i, :, begin : begin + span].reshape(group, cg, span)
+            grid = scratch("grid", (group, mg, span), taps.phases.dtype)
+            np.matmul(wg, cols.reshape(group, k, span), out=grid)
+            result = grid.reshape(group * mg, r1 - r0, width)[..., :wo]
+            if bias is None:
+                np.copyto(out[i, :, r0:r1], result)
+            else:
+                np.add(result, bias, out=out[i, :, r0:r1])
+
+
 def _im2col(xp: np.ndarray, wg: np.ndarray, win: Window, group: int, out: np.ndarray) -> None:
     n, c = xp.shape[:2]
     cg = c // group
@@ -115,34 +146,40 @@ def _im2col(xp: np.ndarray, wg: np.ndarray, win: Window, group: int, out: np.nda
 
 
 def _combine_taps(
-    x: np.ndarray, win: Window, fill: float, combine: np.ufunc, out: np.ndarray
-) -> np.ndarray:
-    """``combine`` reduced over the taps of ``x`` padded with ``fill``: ``out`` itself, or a
-    view shaped like it (2-D windows work on a flat grid, see fast_taps)."""
-    taps = flat_taps(x, win, fill)
-    if taps is None:
+    x: np.ndarray,
+    win: Window,
+    fill: float,
+    combine: np.ufunc,
+    out: np.ndarray,
+    finish: Callable[[np.ndarray, np.ndarray], object] = np.copyto,
+) -> None:
+    """``finish(out, r)`` where ``r`` is ``combine`` reduced over the taps of ``x`` padded with
+    ``fill`` (2-D windows work on a flat grid, see fast_taps)."""
+    if x.ndim == 4:
+        taps = flat_taps(x, win, fill)
+        acc, sources = taps.grid("acc"), taps.taps()
+    else:
         xp = padded(x, win, fill)
         lead = (slice(None), slice(None))
         acc, sources = out, (xp[lead + win.tap_slices(tap)] for tap in win.taps)
-    else:
-        acc, sources = taps.grid("acc"), taps.taps()
     for i, src in enumerate(sources):
         if i == 0:
             np.copyto(acc, src)
         else:
             combine(acc, src, out=acc)
-    return acc if taps is None else taps.crop(acc)
+    if x.ndim == 4:
+        finish(out, taps.crop(acc))
+    elif finish is not np.copyto:
+        finish(out, acc)
 
 
 def max_pool(x: np.ndarray, win: Window, out: np.ndarray) -> None:
-    result = _combine_taps(x, win, -np.inf, np.maximum, out)
-    if result is not out:
-        np.copyto(out, result)
+    _combine_taps(x, win, -np.inf, np.maximum, out)
 
 
 def avg_pool(x: np.ndarray, win: Window, counts: np.ndarray, out: np.ndarray) -> None:
     """Sum over taps divided by ``counts`` (see ``pool_counts``)."""
-    np.divide(_combine_taps(x, win, 0.0, np.add, out), counts, out=out)
+    _combine_taps(x, win, 0.0, np.add, out, lambda part, r: np.divide(r, counts, out=part))
 
 
 def pool_counts(spatial: Sequence[int], win: Window, count_include_pad: bool) -> np.ndarray:

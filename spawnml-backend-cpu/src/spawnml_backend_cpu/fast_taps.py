@@ -52,10 +52,10 @@ class FlatTaps:
         return grid.reshape(n, c, ho, self.width)[..., :wo]
 
 
-def flat_taps(x: np.ndarray, win: Window, fill: float) -> FlatTaps | None:
-    """Split ``x`` (N, C, H, W) padded with ``fill`` into phases; None unless 2-D."""
+def flat_taps(x: np.ndarray, win: Window, fill: float) -> FlatTaps:
+    """Split ``x`` (N, C, H, W) padded with ``fill`` into phases."""
     if x.ndim != 4:
-        return None
+        raise ValueError(f"flat taps need a 2-D window over (N, C, H, W), got shape {x.shape}")
     n, c, h, w = x.shape
     (sy, sx), dy, ky = win.strides, win.dilations[0], win.kernel[0]
     (by, bx), ho = win.begin, win.out[0]

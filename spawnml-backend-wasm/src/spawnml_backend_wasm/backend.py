@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from spawnml import threads
 from spawnml.backend import Backend, BackendInfo, Buffer, Capabilities
 from spawnml.dtypes import DType, dtype as as_dtype
 from spawnml.errors import BackendUnavailableError, InvalidInputError
@@ -39,13 +39,7 @@ _NATIVE = frozenset(
 
 def default_threads() -> int:
     """``SPAWNML_WASM_THREADS`` if set, else the cores this process may run on."""
-    env = os.environ.get("SPAWNML_WASM_THREADS")
-    if env:
-        return max(1, int(env))
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
+    return threads.default_threads("SPAWNML_WASM_THREADS")
 
 
 class WasmBackend(Backend):

@@ -81,12 +81,29 @@ def _peer(model: str, name: str) -> Callable[[dict], list]:
 
 
 def _time(fn: Callable[[], Any], n: int) -> list[float]:
-    fn()  # warm-up: plans, compiles
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
+    return _time_interleaved({"": fn}, n)[""]
+
+
+_SETTLE_S = 0.3
+
+
+def _time_interleaved(
+    runs: dict[str, Callable[[], Any]], n: int, block: int = 10
+) -> dict[str, list[float]]:
+    """``n`` timings of each callable, taken in alternating blocks of ``block`` runs so that
+    drift in the machine's load hits every contender alike. Each block starts after a pause
+    that lets the previous contender's thread pool fall asleep (onnxruntime's and OpenBLAS's
+    workers busy-wait for a while after a run and would steal the cores) and with one
+    untimed call (plan/compile work, cold caches)."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    while any(len(t) < n for t in times.values()):
+        for name, fn in runs.items():
+            time.sleep(_SETTLE_S)
+            fn()
+            for _ in range(min(block, n - len(times[name]))):
+                start = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - start)
     return times
 
 
@@ -207,6 +224,7 @@ def cmd_bench(args: argparse.Namespace, table: Table) -> int:
     for model in args.models:
         entry: dict[str, Any] = {"model": model, "median_ms": {}, "errors": {}}
         feeds = None
+        runs: dict[str, Callable[[], Any]] = {}
         for name in ([peer] if peer else []) + backends:
             _progress(done, total, f"{model} on {name}")
             try:
@@ -214,15 +232,17 @@ def cmd_bench(args: argparse.Namespace, table: Table) -> int:
                     sess = _ort_session(model)
                     if feeds is None:
                         feeds = random_feeds(_session(model, backends[:1]))
-                    run = lambda s=sess, f=feeds: s.run(None, f)  # noqa: E731
                 else:
                     sess = _session(model, [name])
                     feeds = feeds if feeds is not None else random_feeds(sess)
-                    run = lambda s=sess, f=feeds: s.run(None, f)  # noqa: E731
-                entry["median_ms"][name] = float(np.median(_time(run, args.runs)) * 1e3)
+                run = lambda s=sess, f=feeds: s.run(None, f)  # noqa: E731
+                run()  # fail here, not while timing
+                runs[name] = run
             except Exception as exc:  # noqa: BLE001 - one failure must not stop the bench
                 entry["errors"][name] = f"{type(exc).__name__}: {exc}"[:200]
             done += 1
+        for name, times in _time_interleaved(runs, args.runs).items():
+            entry["median_ms"][name] = float(np.median(times) * 1e3)
         results.append(entry)
     _progress(total, total, "done")
     header = ["model", *backends] + ([peer] if peer else [])
@@ -271,6 +291,6 @@ def add_commands(sub: Any, table: Table) -> None:
     p.add_argument("models", nargs="+")
     p.add_argument("--backends", help="comma-separated (default: the available ones)")
     p.add_argument("--against", metavar="onnxruntime|BACKEND")
-    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--runs", type=int, default=10, help="timed runs per contender (default 10)")
     p.add_argument("--json", metavar="FILE")
     p.set_defaults(func=lambda a: cmd_bench(a, table))
