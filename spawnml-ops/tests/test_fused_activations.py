@@ -87,3 +87,27 @@ def test_export_expands_a_fused_clip_with_its_bounds() -> None:
     np.testing.assert_allclose(
         expected(exported, {"x": X}), expected(conv_then("relu6"), {"x": X}), atol=1e-6
     )
+
+
+def add_then_relu(dtype: int, shape_b: list[int]) -> object:
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["s"]), helper.make_node("Relu", ["s"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("a", dtype, [2, 3, 4]),
+         helper.make_tensor_value_info("b", dtype, shape_b)],
+        [helper.make_tensor_value_info("y", dtype, [2, 3, 4])],
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_residual_add_applies_a_fused_relu(backend: str, dtype: type) -> None:
+    backend_or_skip(backend)
+    model = add_then_relu(helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), [3, 1])
+    feeds = {"a": (10 * RNG.standard_normal((2, 3, 4))).astype(dtype),
+             "b": (10 * RNG.standard_normal((3, 1))).astype(dtype)}  # fmt: skip
+    sess = InferenceSession(model, [backend])
+    assert sess.passes.activations_fused == 1
+    assert dict(sess.placement()) == {sess.graph.nodes[0].name: backend}
+    np.testing.assert_allclose(sess.run(None, feeds)[0], expected(model, feeds), atol=1e-6)

@@ -63,17 +63,28 @@ def flat_taps(x: np.ndarray, win: Window, fill: float) -> FlatTaps:
     width = -(-padded_w // sx)
     rows = ho + (ky - 1) * dy // sy + 1  # +1: the last taps' slices run past the final row
     phases = scratch("phases", (sy * sx, n, c, rows, width), x.dtype)
-    phases[...] = fill
     for py in range(sy):
         iy0 = (py - by) % sy  # first input row landing in this phase row set
         r0 = (iy0 + by) // sy
-        count = min(len(range(iy0, h, sy)), rows - r0)
+        count = max(0, min(len(range(iy0, h, sy)), rows - r0))
         for px in range(sx):
             ix0 = (px - bx) % sx
             c0 = (ix0 + bx) // sx
             cols = len(range(ix0, w, sx))
-            if count <= 0 or cols <= 0:
-                continue
-            src = x[:, :, iy0 : iy0 + sy * count : sy, ix0 : ix0 + sx * cols : sx]
-            phases[py * sx + px, :, :, r0 : r0 + count, c0 : c0 + cols] = src
+            phase = phases[py * sx + px]
+            _fill_border(phase, r0, count, c0, cols, fill)
+            if count and cols:
+                src = x[:, :, iy0 : iy0 + sy * count : sy, ix0 : ix0 + sx * cols : sx]
+                phase[:, :, r0 : r0 + count, c0 : c0 + cols] = src
     return FlatTaps(phases.reshape(sy * sx, n, c, rows * width), width, win)
+
+
+def _fill_border(phase: np.ndarray, r0: int, rows: int, c0: int, cols: int, fill: float) -> None:
+    """Set everything outside ``phase[..., r0:r0+rows, c0:c0+cols]`` (the input) to ``fill``."""
+    if not rows or not cols:
+        phase[...] = fill
+        return
+    phase[..., :r0, :] = fill
+    phase[..., r0 + rows :, :] = fill
+    phase[..., r0 : r0 + rows, :c0] = fill
+    phase[..., r0 : r0 + rows, c0 + cols :] = fill

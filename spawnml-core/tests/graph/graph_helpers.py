@@ -31,12 +31,12 @@ def make_model(
 
 
 def chain_model(n_relu: int = 3, shape: Any = ("N", 4)) -> Any:
-    """x -> Add(bias) -> Relu ... -> y."""
-    nodes = [helper.make_node("Add", ["x", "b"], ["t0"])]
+    """x -> Sub(-bias) -> Relu ... -> Add(x) -> y (Sub: no activation fuses into it)."""
+    nodes = [helper.make_node("Sub", ["x", "b"], ["t0"])]
     for i in range(n_relu):
         nodes.append(helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"]))
     nodes.append(helper.make_node("Add", [f"t{n_relu}", "x"], ["y"]))
-    b = np.linspace(-1, 1, 4).astype(np.float32)
+    b = -np.linspace(-1, 1, 4).astype(np.float32)
     return make_model(nodes, [("x", F, list(shape))], [("y", F, list(shape))], {"b": b})
 
 

@@ -23,7 +23,7 @@ def test_info(model_path: str, capsys) -> None:
     out = capsys.readouterr().out
     assert "x     tensor(float)  [8, 4]" in out
     assert "ai.onnx=17" in out
-    assert "Relu  3" in out and "Add   2" in out
+    assert "Relu  3" in out and "Add   1" in out and "Sub   1" in out
     assert "memory on cpu: planned peak" in out
 
 

@@ -128,7 +128,7 @@ def test_fusion_off_keeps_both_nodes(scale2) -> None:
 
 
 def test_ops_that_do_not_opt_in_are_not_fused() -> None:
-    sess = InferenceSession(chain_model(), ["cpu"])  # Add does not declare fusable_activations
+    sess = InferenceSession(chain_model(), ["cpu"])  # Sub does not declare fusable_activations
     assert sess.passes.activations_fused == 0
 
 

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from spawnml.dtypes import DType
+from spawnml.graph.fusion import fused_activation
 from spawnml.kernel import Helper, cast, cast_like, f32, helper
 from spawnml.op import In, Lowering, Node, OpCase, OpDef, Out, TensorInfo
 
@@ -24,6 +25,7 @@ from .common import (
     same_dtype,
     unary_map_params,
 )
+from .fused import activation_args, binary_map_act
 from .unary_base import FLOATS, NUMERIC, sample
 
 # ruff: noqa: F821  (intrinsics such as fmod, pow, truncdiv are resolved by the kernel front end)
@@ -74,7 +76,11 @@ class BinaryOp(OpDef):
 
     def lower(self, node: Node, inputs, outputs, values) -> Lowering:
         low = Lowering()
-        low.launch(binary_map, [In(0), In(1)], Out(0), fn=self.helper_for(node, inputs))
+        fn = self.helper_for(node, inputs)
+        if fused_activation(node) is None:
+            low.launch(binary_map, [In(0), In(1)], Out(0), fn=fn)
+        else:
+            low.launch(binary_map_act, [In(0), In(1)], Out(0), fn=fn, **activation_args(node))
         return low
 
     def case_attrs(self) -> list[dict[str, Any]]:
@@ -227,7 +233,7 @@ def _np_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.divide(a.astype(np.float64), b)
 
 
-Add = binary("Add", 7, _add, np.add)
+Add = binary("Add", 7, _add, np.add, fusable_activations=frozenset({"Relu"}))  # residuals
 Sub = binary("Sub", 7, _sub, np.subtract)
 Mul = binary("Mul", 7, _mul, np.multiply)
 

@@ -1,5 +1,5 @@
-"""Fused activations inside a kernel: the helper and constants a Conv kernel applies to its
-accumulator when graph.fusion folded an activation node into it.
+"""Fused activations inside a kernel: the helper and constants a Conv or Add kernel applies to
+its result when graph.fusion folded an activation node into it.
 
 A kernel that fuses takes three arguments, ``act: Helper, act_params: tuple, act_arity: int``,
 and ends with ``if act_arity == 2: acc = act(acc, act_params)`` / ``else: acc = act(acc)``
@@ -12,7 +12,8 @@ from typing import Any
 
 from spawnml.errors import UnsupportedOpError
 from spawnml.graph.fusion import fused_activation
-from spawnml.kernel import helper
+from spawnml.kernel import Helper, Output, Tensor, helper, kernel
+from spawnml.kernel.lib import broadcast_offset
 from spawnml.op import Node
 
 from .activations import Clip, clip_attrs
@@ -45,3 +46,17 @@ def activation_args(node: Node) -> dict[str, Any]:
         f"{node.op_type} node {node.name!r}: fused activation {act.op_type} has no in-kernel "
         f"form; expected one of {sorted(IN_KERNEL)}"
     )
+
+
+@kernel
+def binary_map_act(
+    a: Tensor, b: Tensor, out: Output, fn: Helper, act: Helper, act_params: tuple,
+    act_arity: int,
+):
+    """out = act(fn(a, b)) with numpy broadcasting: an elementwise op with a fused activation."""
+    v = fn(a.flat[broadcast_offset(a, out)], b.flat[broadcast_offset(b, out)])
+    if act_arity == 2:
+        v = act(v, act_params)
+    else:
+        v = act(v)
+    return v
