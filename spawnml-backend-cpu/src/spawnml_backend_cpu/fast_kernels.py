@@ -40,6 +40,15 @@ def host_view(tensor: DeviceTensor) -> np.ndarray:
     return raw[: tensor.size * dt.itemsize].view(dt).reshape(tensor.shape)
 
 
+_ZERO, _INF = np.float32(0), np.float32(np.inf)
+
+
+def relu_into(x: np.ndarray, y: np.ndarray) -> None:
+    """y = max(x, 0) (NaN stays NaN). np.clip, because numpy 2.4's maximum against a scalar
+    takes a non-SIMD loop: 0.45 ms vs 0.14 ms for 1.2M float32 on this machine."""
+    np.clip(x, _ZERO, _INF, out=y)
+
+
 def _inplace_activation(node: Node) -> Callable[[np.ndarray], None] | None:
     """The activation fused into ``node`` (graph.fusion), applied in place."""
     found = fused_activation(node)
@@ -47,7 +56,7 @@ def _inplace_activation(node: Node) -> Callable[[np.ndarray], None] | None:
         return None
     op, act, constants = found
     if act.op_type == "Relu":
-        return lambda y: np.maximum(y, 0.0, out=y)
+        return lambda y: relu_into(y, y)
     if act.op_type == "Clip":
         lo, hi = op.bounds(act, constants)  # type: ignore[attr-defined]
         return lambda y: np.clip(y, np.float32(lo), np.float32(hi), out=y)
@@ -284,7 +293,7 @@ class _Unary(CpuKernel):
 
 class Relu(_Unary):
     op_type = "Relu"
-    fn = staticmethod(lambda x, y: np.maximum(x, np.float32(0), out=y))
+    fn = staticmethod(lambda x, y: relu_into(x, y))
 
 
 class Tanh(_Unary):
