@@ -403,8 +403,9 @@ def run_fast(case: Case, node_proto, out_shapes: list[tuple[int, ...]]) -> list[
 def test_fast_kernel_matches_onnx_reference(case):
     expected, node = onnx_expected(case)
     got = run_fast(case, node, [e.shape for e in expected])
-    for g, e in zip(got, expected):
-        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
+    for g, e in zip(got, expected):  # float32 sums: the error scales with the output's size
+        scale = max(1.0, float(np.abs(e).max(initial=0.0)))
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5 * scale)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from spawnml_backend_cpu import fast_conv
+from spawnml_backend_cpu import fast_conv, fast_pool
 from spawnml_backend_cpu.fast_taps import flat_taps
 from spawnml_backend_cpu.fast_window import Window, window
 
@@ -67,11 +67,11 @@ def test_depthwise_conv_and_pools_match_the_tap_reference(geo) -> None:
     want = sum(t * w[:, 0].reshape(5, -1)[:, i, None, None] for i, t in enumerate(taps))
     np.testing.assert_allclose(out, want + b[:, None, None], rtol=1e-5, atol=1e-5)
 
-    fast_conv.max_pool(x, win, out)
+    fast_pool.max_pool(x, win, out)
     np.testing.assert_array_equal(out, np.max(tap_reference(x, win, -np.inf), axis=0))
 
     counts = np.full(win.out, float(len(taps)), np.float32)
-    fast_conv.avg_pool(x, win, counts, out)
+    fast_pool.avg_pool(x, win, counts, out)
     np.testing.assert_allclose(out, sum(taps) / len(taps), rtol=1e-5, atol=1e-6)
 
 

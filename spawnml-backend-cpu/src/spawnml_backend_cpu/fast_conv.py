@@ -1,22 +1,34 @@
-"""Numpy/BLAS implementations of convolution and pooling (N-D, NCHW).
+"""Numpy/BLAS convolution (N-D, NCHW), planned once per node by :class:`ConvPlan`.
 
-Conv is im2col over a strided view of the padded input followed by one batched matmul per
-block of output rows (so the column matrix stays cache-sized); depthwise convs accumulate
-one tap at a time instead (a matmul with K = 9 wastes BLAS), as do pools, which is faster
-than reducing a 6-D window view. 2-D tap loops read contiguous slices (fast_taps); other
-ranks read strided slices of the padded input.
+Paths, chosen from the geometry:
+
+- ``pointwise`` (1x1, stride 1, no pads, one group): one matmul over the input as it is;
+- ``depthwise`` (2-D, one channel per group): on the flat tap grid of fast_taps, either one
+  (1 x taps) @ (taps x length) BLAS product per channel (short grids) or a multiply-add per
+  tap (long grids, where the column matrix would fall out of cache);
+- ``columns`` (other 2-D convs): a column matrix filled by one contiguous copy per tap, then
+  one batched matmul per block of output rows (the matrix stays cache-sized);
+- ``strided`` (1-D, 3-D): im2col or tap loops over strided views of the padded input.
+
+Where a path builds the product's right operand anyway, a row of ones is appended to it and
+the bias becomes one more weight column, so no separate bias pass runs; the fused activation
+(``finish``) is applied in the pass that moves the result into ``out``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .fast_taps import FlatTaps, flat_taps
 from .fast_window import Window, padded, scratch
+
+Finish = Callable[[np.ndarray, np.ndarray], object]
+"""``finish(out, result)`` writes the node's final values of ``result`` (an array shaped like
+``out``, possibly ``out`` itself) into ``out``: np.copyto, or a fused activation."""
 
 _COLS_BUDGET = 1 << 21  # float32 elements per im2col block (8 MiB)
 _DW_MATMUL_LENGTH = 1024  # longest grid row a depthwise conv multiplies through BLAS
@@ -27,45 +39,123 @@ def conv(
     x: np.ndarray, w: np.ndarray, b: np.ndarray | None, win: Window, group: int, out: np.ndarray
 ) -> None:
     """ONNX Conv (float32) written into ``out`` (N, M, *win.out)."""
-    n, c = x.shape[:2]
-    m = w.shape[0]
-    cg, mg = c // group, m // group
-    rank = len(win.kernel)
-    bias = None if b is None else b.reshape((m,) + (1,) * rank)
-    pointwise = all(k == 1 for k in win.kernel) and all(s == 1 for s in win.strides)
-    if rank == 2 and not (pointwise and group == 1 and not any(win.begin + win.end)):
-        taps = flat_taps(x, win, 0.0)
-        if cg == 1 and mg == 1:
-            _depthwise_flat(taps, w.reshape(m, -1), bias, out)
+    ConvPlan(w, b, win, group)(x, out)
+
+
+def _with_bias(w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+    """(..., K) weights with the bias appended as column K (for a ones row in the columns)."""
+    if b is None:
+        return np.ascontiguousarray(w)
+    return np.concatenate([w, b.reshape(*w.shape[:-1], 1).astype(w.dtype)], axis=-1)
+
+
+class ConvPlan:
+    """One Conv's path and its weights in that path's layout, prepared once."""
+
+    def __init__(
+        self, w: np.ndarray, b: np.ndarray | None, win: Window, group: int,
+        finish: Finish = np.copyto,
+    ) -> None:  # fmt: skip
+        m, cin = w.shape[0], w.shape[1] * group
+        rank = len(win.kernel)
+        self.win, self.group, self.finish = win, group, finish
+        self.bias = None if b is None else b.reshape((m,) + (1,) * rank)
+        unit = all(k == 1 for k in win.kernel) and all(s == 1 for s in win.strides)
+        if unit and group == 1 and not any(win.begin + win.end):
+            self.path = "pointwise"
+            # Folding the bias costs a copy of the input: worth it when the output is larger.
+            self.folded = b is not None and m > cin
+            self.w = _with_bias(w.reshape(m, cin), b) if self.folded else w.reshape(m, cin)
+        elif rank == 2 and group == cin == m:
+            self.path = "depthwise"
+            self.w = w.reshape(m, -1)
+            self.w_bias = _with_bias(self.w, b)
+        elif rank == 2:
+            self.path = "columns"
+            self.w = _with_bias(w.reshape(group, m // group, -1), b)
         else:
-            _im2col_flat(taps, w.reshape(group, mg, -1), bias, out)
-        return
-    xp = padded(x, win, 0.0)
-    if pointwise and not any(win.begin) and not any(win.end) and group == 1:
-        np.matmul(w.reshape(m, c), xp.reshape(n, c, -1), out=out.reshape(n, m, -1))
-    elif cg == 1 and mg == 1:
-        _depthwise(xp, w, win, out)
-    else:
-        _im2col(xp, w.reshape(group, mg, -1), win, group, out)
-    if bias is not None:
-        out += bias
+            self.path = "strided"
+            self.w = w
 
+    def __call__(self, x: np.ndarray, out: np.ndarray) -> None:
+        if self.path == "pointwise":
+            self._pointwise(x, out)
+        elif self.path == "depthwise":
+            self._depthwise(flat_taps(x, self.win, 0.0), out)
+        elif self.path == "columns":
+            self._columns(flat_taps(x, self.win, 0.0), out)
+        else:
+            self._strided(x, out)
 
-def _depthwise_flat(
-    taps: FlatTaps, wk: np.ndarray, bias: np.ndarray | None, out: np.ndarray
-) -> None:
-    """Depthwise 2-D conv on the grid; the bias is added in the pass that crops it into
-    ``out``. Short grids (small images, many channels) go through BLAS as one (1 x taps) @
-    (taps x length) product per channel; long ones accumulate tap by tap, where the column
-    matrix would fall out of cache (crossover measured on MobileNetV2's layers)."""
-    if taps.length <= _DW_MATMUL_LENGTH:
-        acc = _depthwise_matmul(taps, wk)
-    else:
-        acc = _depthwise_taps(taps, wk)
-    if bias is None:
-        np.copyto(out, taps.crop(acc))
-    else:
-        np.add(taps.crop(acc), bias, out=out)
+    def _finish_in_place(self, out: np.ndarray, add_bias: bool) -> None:
+        if add_bias and self.bias is not None:
+            out += self.bias
+        if self.finish is not np.copyto:
+            self.finish(out, out)
+
+    def _pointwise(self, x: np.ndarray, out: np.ndarray) -> None:
+        n, c = x.shape[:2]
+        m = out.shape[1]
+        flat = out.reshape(n, m, -1)
+        if not self.folded:
+            np.matmul(self.w, x.reshape(n, c, -1), out=flat)
+            self._finish_in_place(out, add_bias=True)
+            return
+        length = flat.shape[2]
+        ones = scratch("pointwise", (c + 1, length), x.dtype)
+        ones[c] = 1.0
+        for i in range(n):
+            ones[:c] = x[i].reshape(c, length)
+            np.matmul(self.w, ones, out=flat[i])
+        self._finish_in_place(out, add_bias=False)
+
+    def _depthwise(self, taps: FlatTaps, out: np.ndarray) -> None:
+        if taps.length <= _DW_MATMUL_LENGTH:
+            self.finish(out, taps.crop(_depthwise_matmul(taps, self.w_bias)))
+            return
+        acc = _depthwise_taps(taps, self.w)
+        if self.bias is None:
+            self.finish(out, taps.crop(acc))
+        else:
+            np.add(taps.crop(acc), self.bias, out=out)
+            self._finish_in_place(out, add_bias=False)
+
+    def _columns(self, taps: FlatTaps, out: np.ndarray) -> None:
+        """One matmul per block of output rows: the column matrix (Cg * taps [+ 1], span) of
+        each group is filled by one contiguous-row copy per tap (and a ones row for the bias);
+        the product lands on the grid and ``finish`` crops it into ``out``."""
+        n, c = taps.phases.shape[1:3]
+        group, mg, k = self.w.shape
+        cg = c // group
+        ntaps = len(self.win.taps)
+        (ho, wo), width = self.win.out, taps.width
+        rows = max(1, min(ho, _COLS_BUDGET // max(1, c * ntaps * width)))
+        sources = list(taps.taps())
+        dtype = taps.phases.dtype
+        for i in range(n):
+            for r0 in range(0, ho, rows):
+                r1 = min(ho, r0 + rows)
+                begin, span = r0 * width, (r1 - r0) * width
+                cols = scratch("cols", (group, k, span), dtype)
+                taps_view = cols[:, : cg * ntaps].reshape(group, cg, ntaps, span)
+                for t, src in enumerate(sources):
+                    taps_view[:, :, t] = src[i, :, begin : begin + span].reshape(group, cg, span)
+                if k > cg * ntaps:
+                    cols[:, -1] = 1.0
+                grid = scratch("grid", (group, mg, span), dtype)
+                np.matmul(self.w, cols, out=grid)
+                result = grid.reshape(group * mg, r1 - r0, width)[..., :wo]
+                self.finish(out[i, :, r0:r1], result)
+
+    def _strided(self, x: np.ndarray, out: np.ndarray) -> None:
+        w, group = self.w, self.group
+        m = w.shape[0]
+        xp = padded(x, self.win, 0.0)
+        if w.shape[1] == 1 and m == x.shape[1] == group:
+            _depthwise_strided(xp, w, self.win, out)
+        else:
+            _im2col_strided(xp, w.reshape(group, m // group, -1), self.win, group, out)
+        self._finish_in_place(out, add_bias=True)
 
 
 def _depthwise_taps(taps: FlatTaps, wk: np.ndarray) -> np.ndarray:
@@ -81,10 +171,13 @@ def _depthwise_taps(taps: FlatTaps, wk: np.ndarray) -> np.ndarray:
 
 
 def _depthwise_matmul(taps: FlatTaps, wk: np.ndarray) -> np.ndarray:
+    """Per channel, weights (1, taps [+ 1]) @ columns (taps [+ ones], length) through BLAS, in
+    cache-sized channel blocks."""
     acc = taps.grid("acc")
     n, c, length = acc.shape
     k = wk.shape[1]
-    step = max(1, _DW_COLS_BUDGET // (k * length))  # channels per cache-sized column block
+    ntaps = len(taps.win.taps)
+    step = max(1, _DW_COLS_BUDGET // (k * length))
     sources = list(taps.taps())
     for i in range(n):
         for c0 in range(0, c, step):
@@ -92,11 +185,13 @@ def _depthwise_matmul(taps: FlatTaps, wk: np.ndarray) -> np.ndarray:
             cols = scratch("cols", (c1 - c0, k, length), acc.dtype)
             for t, src in enumerate(sources):
                 cols[:, t] = src[i, c0:c1]
+            if k > ntaps:
+                cols[:, ntaps] = 1.0
             np.matmul(wk[c0:c1, None, :], cols, out=acc[i, c0:c1, None, :])
     return acc
 
 
-def _depthwise(xp: np.ndarray, w: np.ndarray, win: Window, out: np.ndarray) -> None:
+def _depthwise_strided(xp: np.ndarray, w: np.ndarray, win: Window, out: np.ndarray) -> None:
     """Depthwise conv of any rank over strided tap views of the padded input."""
     channel = (slice(None), slice(None))
     bcast = (1, w.shape[0]) + (1,) * len(win.kernel)
@@ -111,36 +206,9 @@ def _depthwise(xp: np.ndarray, w: np.ndarray, win: Window, out: np.ndarray) -> N
             out += tmp
 
 
-def _im2col_flat(
-    taps: FlatTaps, wg: np.ndarray, bias: np.ndarray | None, out: np.ndarray
+def _im2col_strided(
+    xp: np.ndarray, wg: np.ndarray, win: Window, group: int, out: np.ndarray
 ) -> None:
-    """2-D conv as one matmul per block of output rows: the column matrix (Cg * taps, span)
-    of each group is filled by one contiguous-row copy per tap, the product lands on the
-    grid and the bias is added in the pass that crops it into ``out``."""
-    n, c = taps.phases.shape[1:3]
-    group, mg, k = wg.shape
-    cg = c // group
-    ntaps = k // cg
-    (ho, wo), width = taps.win.out, taps.width
-    rows = max(1, min(ho, _COLS_BUDGET // max(1, c * ntaps * width)))
-    sources = list(taps.taps())
-    for i in range(n):
-        for r0 in range(0, ho, rows):
-            r1 = min(ho, r0 + rows)
-            begin, span = r0 * width, (r1 - r0) * width
-            cols = scratch("cols", (group, cg, ntaps, span), taps.phases.dtype)
-            for t, src in enumerate(sources):
-                cols[:, :, t] = src[i, :, begin : begin + span].reshape(group, cg, span)
-            grid = scratch("grid", (group, mg, span), taps.phases.dtype)
-            np.matmul(wg, cols.reshape(group, k, span), out=grid)
-            result = grid.reshape(group * mg, r1 - r0, width)[..., :wo]
-            if bias is None:
-                np.copyto(out[i, :, r0:r1], result)
-            else:
-                np.add(result, bias, out=out[i, :, r0:r1])
-
-
-def _im2col(xp: np.ndarray, wg: np.ndarray, win: Window, group: int, out: np.ndarray) -> None:
     n, c = xp.shape[:2]
     cg = c // group
     rank = len(win.kernel)
@@ -171,55 +239,3 @@ def _im2col(xp: np.ndarray, wg: np.ndarray, win: Window, group: int, out: np.nda
             np.copyto(cols, block)
             cols = cols.reshape(group, k, -1)
             np.matmul(wg, cols, out=flat[i, :, :, r0 * per_row : r1 * per_row])
-
-
-def _combine_taps(
-    x: np.ndarray,
-    win: Window,
-    fill: float,
-    combine: np.ufunc,
-    out: np.ndarray,
-    finish: Callable[[np.ndarray, np.ndarray], object] = np.copyto,
-) -> None:
-    """``finish(out, r)`` where ``r`` is ``combine`` reduced over the taps of ``x`` padded with
-    ``fill`` (2-D windows work on a flat grid, see fast_taps)."""
-    if x.ndim == 4:
-        taps = flat_taps(x, win, fill)
-        acc, sources = taps.grid("acc"), taps.taps()
-    else:
-        xp = padded(x, win, fill)
-        lead = (slice(None), slice(None))
-        acc, sources = out, (xp[lead + win.tap_slices(tap)] for tap in win.taps)
-    for i, src in enumerate(sources):
-        if i == 0:
-            np.copyto(acc, src)
-        else:
-            combine(acc, src, out=acc)
-    if x.ndim == 4:
-        finish(out, taps.crop(acc))
-    elif finish is not np.copyto:
-        finish(out, acc)
-
-
-def max_pool(x: np.ndarray, win: Window, out: np.ndarray) -> None:
-    _combine_taps(x, win, -np.inf, np.maximum, out)
-
-
-def avg_pool(x: np.ndarray, win: Window, counts: np.ndarray, out: np.ndarray) -> None:
-    """Sum over taps divided by ``counts`` (see ``pool_counts``)."""
-    _combine_taps(x, win, 0.0, np.add, out, lambda part, r: np.divide(r, counts, out=part))
-
-
-def pool_counts(spatial: Sequence[int], win: Window, count_include_pad: bool) -> np.ndarray:
-    """How many elements each output window averages (spatial shape, float32): real inputs,
-    plus declared pads when ``count_include_pad``, never the ceil_mode extra."""
-    inner = np.ones(tuple(spatial), np.float32)
-    if count_include_pad:
-        inner = np.pad(inner, [(b, e) for b, e in zip(win.begin, win.end)], constant_values=1)
-        mask = np.pad(inner, [(0, x) for x in win.extra])
-    else:
-        mask = np.pad(inner, [(b, e + x) for b, e, x in zip(win.begin, win.end, win.extra)])
-    counts = np.zeros(win.out, np.float32)
-    for tap in win.taps:
-        counts += mask[win.tap_slices(tap)]
-    return np.maximum(counts, 1.0)

@@ -20,7 +20,7 @@ from spawnml.graph.fusion import apply_fused_activation, fused_activation
 from spawnml.op import BackendKernel, Node, TensorInfo
 from spawnml.tensor import DeviceTensor
 
-from . import fast_conv, fast_window
+from . import fast_conv, fast_pool, fast_window
 
 ENV = "SPAWNML_CPU_FAST_KERNELS"
 
@@ -49,25 +49,29 @@ def relu_into(x: np.ndarray, y: np.ndarray) -> None:
     np.clip(x, _ZERO, _INF, out=y)
 
 
-def _inplace_activation(node: Node) -> Callable[[np.ndarray], None] | None:
-    """The activation fused into ``node`` (graph.fusion), applied in place."""
+def activation_finish(node: Node) -> fast_conv.Finish:
+    """``finish(out, result)``: ``out`` = the activation fused into ``node`` (graph.fusion)
+    applied to ``result`` (which may be ``out``); np.copyto when none is fused."""
     found = fused_activation(node)
     if found is None:
-        return None
+        return np.copyto
     op, act, constants = found
     if act.op_type == "Relu":
-        return lambda y: relu_into(y, y)
+        return lambda out, r: relu_into(r, out)
     if act.op_type == "Clip":
-        lo, hi = op.bounds(act, constants)  # type: ignore[attr-defined]
-        return lambda y: np.clip(y, np.float32(lo), np.float32(hi), out=y)
+        lo, hi = (np.float32(v) for v in op.bounds(act, constants))  # type: ignore[attr-defined]
+        return lambda out, r: np.clip(r, lo, hi, out=out)
     if act.op_type == "LeakyRelu":
         alpha = np.float32(act.attrs.get("alpha", 0.01))
-        return lambda y: np.copyto(y, np.where(y < 0, y * alpha, y))
-    if act.op_type == "Sigmoid":
-        return _sigmoid_inplace
+        return lambda out, r: np.copyto(out, np.where(r < 0, r * alpha, r))
 
-    def generic(y: np.ndarray) -> None:
-        y[...] = apply_fused_activation(node, y)
+    def generic(out: np.ndarray, r: np.ndarray) -> None:
+        if act.op_type == "Sigmoid":
+            if r is not out:
+                np.copyto(out, r)
+            _sigmoid_inplace(out)
+        else:
+            out[...] = apply_fused_activation(node, r)
 
     return generic
 
@@ -87,7 +91,9 @@ class CpuKernel(BackendKernel):
     dtypes: ClassVar[frozenset[DType]] = frozenset({DType.float32})
     float_inputs: ClassVar[tuple[int, ...] | None] = None  # None: every present input
     handles_fused_activation: ClassVar[bool] = True
-    """``prepare`` applies an activation fused into the node by graph.fusion (FUSED_ATTR)."""
+    """``prepare`` applies an activation fused into the node by graph.fusion (FUSED_ATTR)..."""
+    applies_activation: ClassVar[bool] = False
+    """...unless ``build`` applies it itself (see activation_finish)."""
 
     def supports(
         self, node: Node, inputs: Sequence[TensorInfo | None], outputs: Sequence[TensorInfo]
@@ -128,14 +134,15 @@ class CpuKernel(BackendKernel):
         values: Sequence[np.ndarray | None],
     ) -> Callable[[Sequence[DeviceTensor | None], Sequence[DeviceTensor]], None]:
         compute = self.build(node, inputs, outputs, values)
-        activation = _inplace_activation(node)
+        finish = activation_finish(node)
+        activation = None if self.applies_activation or finish is np.copyto else finish
 
         def run(ins: Sequence[DeviceTensor | None], outs: Sequence[DeviceTensor]) -> None:
             arrays = [None if t is None else host_view(t) for t in ins]
             results = [host_view(t) for t in outs]
             compute(arrays, results)
             if activation is not None:
-                activation(results[0])
+                activation(results[0], results[0])
 
         return run
 
@@ -146,6 +153,7 @@ def _known(values: Sequence[np.ndarray | None], i: int) -> np.ndarray | None:
 
 class Conv(CpuKernel):
     op_type = "Conv"
+    applies_activation = True
 
     def accepts(self, node, inputs, outputs) -> bool:
         return inputs[0] is not None and len(inputs[0].shape or ()) >= 3
@@ -161,9 +169,16 @@ class Conv(CpuKernel):
             auto_pad=_auto_pad(node),
         )
         group = int(node.attrs.get("group", 1))
+        finish = activation_finish(node)
+        has_bias = len(inputs) > 2 and inputs[2] is not None
+        weights, bias = _known(values, 1), _known(values, 2)
+        if weights is not None and (bias is not None or not has_bias):
+            plan = fast_conv.ConvPlan(weights, bias, win, group, finish)  # weights: once
+            return lambda a, out: plan(a[0], out[0])
 
         def compute(a: Arrays, out: list[np.ndarray]) -> None:
-            fast_conv.conv(a[0], a[1], a[2] if len(a) > 2 else None, win, group, out[0])
+            b = a[2] if has_bias else None
+            fast_conv.ConvPlan(a[1], b, win, group, finish)(a[0], out[0])
 
         return compute
 
@@ -195,7 +210,7 @@ class MaxPool(_Pool):
 
     def build(self, node, inputs, outputs, values) -> Compute:
         win = self.geometry(node, inputs[0])
-        return lambda a, out: fast_conv.max_pool(a[0], win, out[0])
+        return lambda a, out: fast_pool.max_pool(a[0], win, out[0])
 
 
 class AveragePool(_Pool):
@@ -204,8 +219,8 @@ class AveragePool(_Pool):
     def build(self, node, inputs, outputs, values) -> Compute:
         win = self.geometry(node, inputs[0])
         include = bool(node.attrs.get("count_include_pad", 0))
-        counts = fast_conv.pool_counts(inputs[0].shape[2:], win, include)
-        return lambda a, out: fast_conv.avg_pool(a[0], win, counts, out[0])
+        counts = fast_pool.pool_counts(inputs[0].shape[2:], win, include)
+        return lambda a, out: fast_pool.avg_pool(a[0], win, counts, out[0])
 
 
 class GlobalAveragePool(CpuKernel):
