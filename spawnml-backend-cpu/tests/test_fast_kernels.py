@@ -248,6 +248,10 @@ CASES = [
     ),
     Case("transpose_perm", "Transpose", [rand(2, 3, 4, 5)], {"perm": [0, 2, 3, 1]}),
     Case("transpose_default", "Transpose", [rand(2, 3, 4)]),
+    Case("concat_channels", "Concat", [rand(1, 2, 3, 4), rand(1, 5, 3, 4), rand(1, 1, 3, 4)],
+         {"axis": 1}),
+    Case("concat_negative_axis", "Concat", [rand(2, 3), rand(2, 0), rand(2, 4)], {"axis": -1}),
+    Case("concat_int64", "Concat", [i64(1, 2), i64(3)], {"axis": 0}),
     Case(
         "pad_constant_value",
         "Pad",

@@ -1,5 +1,5 @@
-"""Data-movement kernels for the cpu backend: Transpose, Pad and nearest-neighbour Resize
-as single numpy copies into the output buffer."""
+"""Data-movement kernels for the cpu backend: Transpose, Concat, Pad and nearest-neighbour
+Resize as single numpy copies into the output buffer."""
 
 from __future__ import annotations
 
@@ -26,6 +26,18 @@ class Transpose(CpuKernel):
         rank = len(inputs[0].shape)
         perm = tuple(node.attrs.get("perm") or range(rank - 1, -1, -1))
         return lambda a, out: np.copyto(out[0], a[0].transpose(perm))
+
+
+class Concat(CpuKernel):
+    op_type = "Concat"
+    dtypes = Transpose.dtypes
+
+    def accepts(self, node, inputs, outputs) -> bool:
+        return all(i is not None for i in inputs)
+
+    def build(self, node, inputs, outputs, values) -> Compute:
+        axis = int(node.attrs["axis"]) % len(outputs[0].shape)
+        return lambda a, out: np.concatenate(a, axis=axis, out=out[0])
 
 
 class Pad(CpuKernel):
@@ -182,4 +194,4 @@ class Resize(CpuKernel):
         return compute
 
 
-KERNELS: list[type[CpuKernel]] = [Transpose, Pad, Resize]
+KERNELS: list[type[CpuKernel]] = [Transpose, Concat, Pad, Resize]
