@@ -108,3 +108,18 @@ def test_dense_and_grouped_conv_match_the_tap_reference(geo, group) -> None:
     wg = w.reshape(group, 6 // group, 4 // group, -1).astype(np.float64)
     want = np.einsum("ngctyx,gmct->ngmyx", taps, wg).reshape(2, 6, *win.out)
     np.testing.assert_allclose(out, want + b[:, None, None], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("geo", GEOMETRIES, ids=lambda g: f"{g[0]}k{g[1]}s{g[2]}d{g[3]}")
+def test_tap_blocks_cover_every_tap_once(geo) -> None:
+    x = RNG.standard_normal((1, 2, *geo[0])).astype(np.float32)
+    win = geometry(*geo)
+    taps = flat_taps(x, win, 0.0)
+    found = np.full((1, 2, *win.kernel, taps.length), np.nan, np.float32)
+    count = np.zeros(win.kernel, int)
+    for ky, kx, view in taps.tap_blocks():
+        found[:, :, ky, kx] = view
+        count[ky, kx] += 1
+    assert (count == 1).all()
+    for (ky, kx), src in zip(win.taps, taps.taps()):
+        np.testing.assert_array_equal(found[:, :, ky, kx], src)

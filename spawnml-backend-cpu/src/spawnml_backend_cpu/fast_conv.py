@@ -130,16 +130,17 @@ class ConvPlan:
         ntaps = len(self.win.taps)
         (ho, wo), width = self.win.out, taps.width
         rows = max(1, min(ho, _COLS_BUDGET // max(1, c * ntaps * width)))
-        sources = list(taps.taps())
+        blocks = list(taps.tap_blocks())
         dtype = taps.phases.dtype
         for i in range(n):
             for r0 in range(0, ho, rows):
                 r1 = min(ho, r0 + rows)
                 begin, span = r0 * width, (r1 - r0) * width
                 cols = scratch("cols", (group, k, span), dtype)
-                taps_view = cols[:, : cg * ntaps].reshape(group, cg, ntaps, span)
-                for t, src in enumerate(sources):
-                    taps_view[:, :, t] = src[i, :, begin : begin + span].reshape(group, cg, span)
+                kernel = cols[:, : cg * ntaps].reshape(group, cg, *self.win.kernel, span)
+                for ky, kx, view in blocks:
+                    src = view[i, ..., begin : begin + span]
+                    kernel[:, :, ky, kx] = src.reshape(group, cg, *src.shape[1:])
                 if k > cg * ntaps:
                     cols[:, -1] = 1.0
                 grid = scratch("grid", (group, mg, span), dtype)
@@ -178,13 +179,14 @@ def _depthwise_matmul(taps: FlatTaps, wk: np.ndarray) -> np.ndarray:
     k = wk.shape[1]
     ntaps = len(taps.win.taps)
     step = max(1, _DW_COLS_BUDGET // (k * length))
-    sources = list(taps.taps())
+    blocks = list(taps.tap_blocks())
     for i in range(n):
         for c0 in range(0, c, step):
             c1 = min(c, c0 + step)
             cols = scratch("cols", (c1 - c0, k, length), acc.dtype)
-            for t, src in enumerate(sources):
-                cols[:, t] = src[i, c0:c1]
+            kernel = cols[:, :ntaps].reshape(c1 - c0, *taps.win.kernel, length)
+            for ky, kx, view in blocks:
+                kernel[:, ky, kx] = view[i, c0:c1]
             if k > ntaps:
                 cols[:, ntaps] = 1.0
             np.matmul(wk[c0:c1, None, :], cols, out=acc[i, c0:c1, None, :])

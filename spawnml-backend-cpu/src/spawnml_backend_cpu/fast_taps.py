@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from .fast_window import Window, scratch
 
@@ -39,6 +40,35 @@ class FlatTaps:
             phase = (ky * dy) % sy * sx + (kx * dx) % sx
             start = (ky * dy) // sy * self.width + (kx * dx) // sx
             yield self.phases[phase, :, :, start : start + self.length]
+
+    def tap_blocks(self) -> Iterator[tuple[slice, slice, np.ndarray]]:
+        """The taps grouped by the phase they read: ``(ky, kx, view)`` where ``view`` is the
+        (N, C, len(ky), len(kx), length) block of slices of the taps ``ky`` x ``kx`` (slices
+        of the kernel axes), so that one copy moves a whole group (1 for stride 1, 4 for 2)."""
+        (sy, sx), (dy, dx), (kh, kw) = self.win.strides, self.win.dilations, self.win.kernel
+        item = self.phases.itemsize
+        for py in range(sy):
+            kys = [k for k in range(kh) if k * dy % sy == py]
+            for px in range(sx):
+                kxs = [k for k in range(kw) if k * dx % sx == px]
+                if not kys or not kxs:
+                    continue
+                phase = self.phases[py * sx + px]
+                start = kys[0] * dy // sy * self.width + kxs[0] * dx // sx
+                ky_step = kys[1] - kys[0] if len(kys) > 1 else 1
+                kx_step = kxs[1] - kxs[0] if len(kxs) > 1 else 1
+                view = as_strided(
+                    phase[..., start:],
+                    shape=(*phase.shape[:2], len(kys), len(kxs), self.length),
+                    strides=(
+                        *phase.strides[:2],
+                        ky_step * dy // sy * self.width * item,
+                        kx_step * dx // sx * item,
+                        item,
+                    ),
+                    writeable=False,
+                )
+                yield slice(kys[0], kys[-1] + 1, ky_step), slice(kxs[0], kxs[-1] + 1, kx_step), view
 
     def grid(self, slot: str) -> np.ndarray:
         """A scratch (N, C, length) array for results on the grid."""
