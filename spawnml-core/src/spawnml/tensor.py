@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from types import TracebackType
 
@@ -40,7 +41,7 @@ class DeviceTensor:
     @classmethod
     def empty(cls, backend: Backend, shape: Sequence[int], dt: DType | str) -> DeviceTensor:
         dt = as_dtype(dt)
-        size = int(np.prod(shape, dtype=np.int64))
+        size = int(math.prod(shape))
         nbytes = size * backend.storage_dtype(dt).itemsize
         return cls(backend, backend.alloc(nbytes), shape, dt)
 
@@ -59,7 +60,7 @@ class DeviceTensor:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return int(math.prod(self.shape))
 
     @property
     def ndim(self) -> int:
@@ -72,7 +73,7 @@ class DeviceTensor:
     def reshape(self, shape: Sequence[int]) -> DeviceTensor:
         """A view with a new shape over the same buffer (no copy)."""
         shape = tuple(int(d) for d in shape)
-        if int(np.prod(shape, dtype=np.int64)) != self.size:
+        if int(math.prod(shape)) != self.size:
             raise InvalidInputError(
                 f"cannot reshape {self.shape} ({self.size} elements) to {shape}"
             )
