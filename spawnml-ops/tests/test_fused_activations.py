@@ -111,3 +111,35 @@ def test_residual_add_applies_a_fused_relu(backend: str, dtype: type) -> None:
     assert sess.passes.activations_fused == 1
     assert dict(sess.placement()) == {sess.graph.nodes[0].name: backend}
     np.testing.assert_allclose(sess.run(None, feeds)[0], expected(model, feeds), atol=1e-6)
+
+
+def contraction_then_relu(op: str, dtype: int, attrs: dict) -> object:
+    inputs = ["a", "b", "c"] if op == "Gemm" else ["a", "b"]
+    graph = helper.make_graph(
+        [helper.make_node(op, inputs, ["s"], **attrs), helper.make_node("Relu", ["s"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info(n, dtype, s)
+         for n, s in zip(inputs, ([3, 4], [4, 5], [5]))],
+        [helper.make_tensor_value_info("y", dtype, [3, 5])],
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op,dtype,attrs", [
+    ("MatMul", np.float32, {}),
+    ("MatMul", np.int32, {}),
+    ("Gemm", np.float32, {"alpha": 0.5, "beta": 2.0}),
+])  # fmt: skip
+def test_gemm_and_matmul_apply_a_fused_relu(backend: str, op: str, dtype: type, attrs) -> None:
+    backend_or_skip(backend)
+    model = contraction_then_relu(op, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), attrs)
+    names = {i.name for i in model.graph.input}
+    feeds = {n: (4 * RNG.standard_normal(s)).astype(dtype)
+             for n, s in zip("abc", ([3, 4], [4, 5], [5])) if n in names}  # fmt: skip
+    sess = InferenceSession(model, [backend])
+    assert sess.passes.activations_fused == 1
+    assert dict(sess.placement()) == {sess.graph.nodes[0].name: backend}
+    got = sess.run(None, feeds)[0]
+    np.testing.assert_allclose(got, expected(model, feeds), rtol=1e-5, atol=1e-5)
+    assert (got >= 0).all()

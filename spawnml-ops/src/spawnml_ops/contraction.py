@@ -11,15 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from spawnml.dtypes import DType
 from spawnml.errors import InvalidModelError, UnsupportedOpError
-from spawnml.kernel import Output, Tensor, cast, f32, helper, kernel, static_range
+from spawnml.kernel import Helper, Output, Tensor, cast, f32, helper, kernel, static_range
 from spawnml.op import Launch, Node, Ref
 
 from .common import broadcast_offset
+from .fused import NO_ACTIVATION
 
 MAX_REDUCED = 4
 
@@ -46,8 +48,10 @@ def zero_as(fp, out):
 def contract(
     a: Tensor, b: Tensor, c: Tensor, out: Output, a_out: tuple, b_out: tuple, a_red: tuple,
     b_red: tuple, red: tuple, two: bool, fp: bool, alpha: float, beta: float, has_c: bool,
+    act: Helper, act_params: tuple, act_arity: int,
 ):
-    """out = alpha * sum_red(a * b) + beta * c (b only when ``two``; c broadcast)."""
+    """out = act(alpha * sum_red(a * b) + beta * c) (b only when ``two``; c broadcast; act: a
+    fused activation, see fused.py)."""
     oa = 0
     ob = 0
     for d in static_range(out.ndim):
@@ -71,6 +75,10 @@ def contract(
             acc = acc + load_as(c, broadcast_offset(c, out), fp, out) * beta
     elif has_c:  # integer Gemm: alpha == beta == 1 (checked by the op)
         acc = acc + load_as(c, broadcast_offset(c, out), fp, out)
+    if act_arity == 2:
+        acc = act(acc, act_params)
+    else:
+        acc = act(acc)
     return cast(acc, out.dtype)
 
 
@@ -108,9 +116,10 @@ class Contraction:
 
     def launch(
         self, node: Node, refs: Sequence[Ref], output, dtype: DType, *, alpha: float = 1.0,
-        beta: float = 0.0, c: Ref | None = None,
+        beta: float = 0.0, c: Ref | None = None, activation: dict[str, Any] | None = None,
     ) -> Launch:
-        """The contract launch for one or two operands."""
+        """The contract launch for one or two operands; ``activation``: the kernel arguments
+        of a fused activation (fused.activation_args), none by default."""
         assert 1 <= len(self.operands) <= 2
         sizes = self.sizes(node)
         used = {lb for _, labels in self.operands for lb in labels}
@@ -131,5 +140,6 @@ class Contraction:
             contract, [refs[0], second, c if c is not None else refs[0]], output,
             dict(a_out=coeffs[0][0], b_out=b_out, a_red=coeffs[0][1], b_red=b_red,
                  red=tuple(sizes[lb] for lb in reduced) + (1,) * pad, two=two,
-                 fp=dtype.is_float, alpha=float(alpha), beta=float(beta), has_c=c is not None),
+                 fp=dtype.is_float, alpha=float(alpha), beta=float(beta), has_c=c is not None,
+                 **(activation or NO_ACTIVATION)),
         )

@@ -1,5 +1,5 @@
-"""Fused activations inside a kernel: the helper and constants a Conv or Add kernel applies to
-its result when graph.fusion folded an activation node into it.
+"""Fused activations inside a kernel: the helper and constants a Conv, Gemm, MatMul or Add
+kernel applies to its result when graph.fusion folded an activation node into it.
 
 A kernel that fuses takes three arguments, ``act: Helper, act_params: tuple, act_arity: int``,
 and ends with ``if act_arity == 2: acc = act(acc, act_params)`` / ``else: acc = act(acc)``
@@ -31,11 +31,14 @@ def no_activation(v):
     return v
 
 
+NO_ACTIVATION: dict[str, Any] = {"act": no_activation, "act_params": (), "act_arity": 1}
+
+
 def activation_args(node: Node) -> dict[str, Any]:
     """Kernel arguments (act, act_params, act_arity) applying ``node``'s fused activation."""
     found = fused_activation(node)
     if found is None:
-        return {"act": no_activation, "act_params": (), "act_arity": 1}
+        return NO_ACTIVATION
     op, act, constants = found
     if isinstance(op, Clip):
         return {"act": clip_attrs, "act_params": op.bounds(act, constants), "act_arity": 2}

@@ -15,6 +15,7 @@ from spawnml.op import In, Lowering, Node, OpCase, OpDef, Out, TensorInfo
 from .common import broadcast_shapes, check_dtype, static_shape
 from .contraction import Contraction
 from .einsum import Einsum
+from .fused import activation_args
 
 NUMERIC = (DType.float32, DType.float16, DType.float64, DType.int32, DType.int64,
            DType.uint32, DType.uint64, DType.bfloat16)
@@ -43,6 +44,7 @@ class MatMul(OpDef):
 
     op_type = "MatMul"
     since_version = 1
+    fusable_activations = frozenset({"Relu"})  # integer-safe; others need float results
 
     def _labels(self, ra: int, rb: int) -> tuple[str, str, str]:
         nb = max(ra - 2, rb - 2, 0)
@@ -77,7 +79,9 @@ class MatMul(OpDef):
         la, lb, lo = self._labels(len(a), len(b))
         low = Lowering()
         plan = Contraction([(a, la), (b, lb)], lo)
-        low.launches.append(plan.launch(node, [In(0), In(1)], Out(0), inputs[0].dtype))
+        low.launches.append(plan.launch(
+            node, [In(0), In(1)], Out(0), inputs[0].dtype, activation=activation_args(node)
+        ))
         return low
 
     def cases(self) -> list[OpCase]:
@@ -105,6 +109,7 @@ class Gemm(OpDef):
 
     op_type = "Gemm"
     since_version = 6
+    fusable_activations = frozenset({"Relu"})  # integer-safe; others need float results
 
     def _check(self, node: Node, inputs) -> tuple[int | str | None, ...]:
         a, b = _inputs2(self, node, inputs)
@@ -163,7 +168,7 @@ class Gemm(OpDef):
         low.launches.append(plan.launch(
             node, [In(0), In(1)], Out(0), inputs[0].dtype,
             alpha=float(self.attr(node, "alpha", 1.0)), beta=float(self.attr(node, "beta", 1.0)),
-            c=In(2) if has_c else None,
+            c=In(2) if has_c else None, activation=activation_args(node),
         ))
         return low
 
