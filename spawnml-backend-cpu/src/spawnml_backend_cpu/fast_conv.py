@@ -18,17 +18,12 @@ the bias becomes one more weight column, so no separate bias pass runs; the fuse
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .fast_taps import FlatTaps, flat_taps
-from .fast_window import Window, padded, scratch
-
-Finish = Callable[[np.ndarray, np.ndarray], object]
-"""``finish(out, result)`` writes the node's final values of ``result`` (an array shaped like
-``out``, possibly ``out`` itself) into ``out``: np.copyto, or a fused activation."""
+from .fast_window import Finish, Window, padded, scratch
 
 _COLS_BUDGET = 1 << 21  # float32 elements per im2col block (8 MiB)
 _DW_MATMUL_LENGTH = 1024  # longest grid row a depthwise conv multiplies through BLAS

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from spawnml.dtypes import DType
-from spawnml.graph.fusion import apply_fused_activation, fused_activation
+from spawnml.graph.fusion import fused_activation
 from spawnml.op import BackendKernel, Node, TensorInfo
 from spawnml.tensor import DeviceTensor
 
@@ -49,7 +49,7 @@ def relu_into(x: np.ndarray, y: np.ndarray) -> None:
     np.clip(x, _ZERO, _INF, out=y)
 
 
-def activation_finish(node: Node) -> fast_conv.Finish:
+def activation_finish(node: Node) -> fast_window.Finish:
     """``finish(out, result)``: ``out`` = the activation fused into ``node`` (graph.fusion)
     applied to ``result`` (which may be ``out``); np.copyto when none is fused."""
     found = fused_activation(node)
@@ -65,15 +65,20 @@ def activation_finish(node: Node) -> fast_conv.Finish:
         alpha = np.float32(act.attrs.get("alpha", 0.01))
         return lambda out, r: np.copyto(out, np.where(r < 0, r * alpha, r))
 
-    def generic(out: np.ndarray, r: np.ndarray) -> None:
-        if act.op_type == "Sigmoid":
-            if r is not out:
-                np.copyto(out, r)
-            _sigmoid_inplace(out)
-        else:
-            out[...] = apply_fused_activation(node, r)
+    if act.op_type == "Sigmoid":
+        return _sigmoid_into
+
+    def generic(out: np.ndarray, r: np.ndarray) -> None:  # the activation's numpy reference
+        with np.errstate(all="ignore"):
+            out[...] = op.reference(act, [r, *constants])[0]
 
     return generic
+
+
+def _sigmoid_into(out: np.ndarray, r: np.ndarray) -> None:
+    if r is not out:
+        np.copyto(out, r)
+    _sigmoid_inplace(out)
 
 
 def _sigmoid_inplace(y: np.ndarray) -> None:

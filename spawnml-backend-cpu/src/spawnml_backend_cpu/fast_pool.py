@@ -5,12 +5,12 @@ input."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from .fast_taps import FlatTaps, flat_taps
-from .fast_window import Window, padded, scratch
+from .fast_window import Finish, Window, padded, scratch
 
 
 def _combine_taps(
@@ -19,7 +19,7 @@ def _combine_taps(
     fill: float,
     combine: np.ufunc,
     out: np.ndarray,
-    finish: Callable[[np.ndarray, np.ndarray], object] = np.copyto,
+    finish: Finish = np.copyto,
 ) -> None:
     """``finish(out, r)`` where ``r`` is ``combine`` reduced over the taps of ``x`` padded with
     ``fill`` (2-D windows: separably on the flat grid of fast_taps)."""
@@ -39,12 +39,12 @@ def _combine_taps(
         finish(out, out)
 
 
-def _reduce(combine: np.ufunc, sources: list[np.ndarray], slot: str, like: FlatTaps) -> np.ndarray:
+def _reduce(combine: np.ufunc, sources: list[np.ndarray], slot: str) -> np.ndarray:
     """``combine`` over ``sources`` (equal-shape views) into a scratch array; a lone source is
     returned as it is."""
     if len(sources) == 1:
         return sources[0]
-    acc = scratch(slot, sources[0].shape, like.phases.dtype)
+    acc = scratch(slot, sources[0].shape, sources[0].dtype)
     combine(sources[0], sources[1], out=acc)
     for src in sources[2:]:
         combine(acc, src, out=acc)
@@ -65,11 +65,11 @@ def _separable(taps: FlatTaps, combine: np.ufunc) -> np.ndarray:
         for k in range(kw):
             start = (k * dx) // sx
             sources.append(taps.phases[py * sx + (k * dx) % sx, :, :, start : start + span])
-        rows[py] = _reduce(combine, sources, f"rows{py}", taps)
+        rows[py] = _reduce(combine, sources, f"rows{py}")
     columns = [
         rows[(k * dy) % sy][:, :, shift : shift + taps.length] for k, shift in enumerate(row_shift)
     ]
-    return _reduce(combine, columns, "acc", taps)
+    return _reduce(combine, columns, "acc")
 
 
 def max_pool(x: np.ndarray, win: Window, out: np.ndarray) -> None:

@@ -6,10 +6,14 @@ from __future__ import annotations
 import itertools
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+Finish = Callable[[np.ndarray, np.ndarray], object]
+"""``finish(out, result)`` writes the node's final values of ``result`` (an array shaped like
+``out``, possibly ``out`` itself) into ``out``: np.copyto, or a fused activation."""
 
 
 @dataclass(frozen=True)

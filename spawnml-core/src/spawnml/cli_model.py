@@ -81,7 +81,7 @@ def _peer(model: str, name: str) -> Callable[[dict], list]:
 
 
 def _time(fn: Callable[[], Any], n: int) -> list[float]:
-    return _time_interleaved({"": fn}, n)[""]
+    return _time_interleaved({"": fn}, n, block=max(1, n))[""]
 
 
 _SETTLE_S = 0.3
@@ -98,7 +98,8 @@ def _time_interleaved(
     times: dict[str, list[float]] = {name: [] for name in runs}
     while any(len(t) < n for t in times.values()):
         for name, fn in runs.items():
-            time.sleep(_SETTLE_S)
+            if len(runs) > 1:
+                time.sleep(_SETTLE_S)
             fn()
             for _ in range(min(block, n - len(times[name]))):
                 start = time.perf_counter()

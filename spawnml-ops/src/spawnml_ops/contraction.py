@@ -21,7 +21,7 @@ from spawnml.kernel import Helper, Output, Tensor, cast, f32, helper, kernel, st
 from spawnml.op import Launch, Node, Ref
 
 from .common import broadcast_offset
-from .fused import NO_ACTIVATION
+from .fused import NO_ACTIVATION, apply_activation
 
 MAX_REDUCED = 4
 
@@ -75,11 +75,7 @@ def contract(
             acc = acc + load_as(c, broadcast_offset(c, out), fp, out) * beta
     elif has_c:  # integer Gemm: alpha == beta == 1 (checked by the op)
         acc = acc + load_as(c, broadcast_offset(c, out), fp, out)
-    if act_arity == 2:
-        acc = act(acc, act_params)
-    else:
-        acc = act(acc)
-    return cast(acc, out.dtype)
+    return cast(apply_activation(acc, act, act_params, act_arity), out.dtype)
 
 
 def _coeffs(shape: Sequence[int], labels: str, wanted: Sequence[str]) -> tuple:

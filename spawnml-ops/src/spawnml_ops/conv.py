@@ -27,7 +27,7 @@ from .conv_common import (
     spatial_input,
     window,
 )
-from .fused import IN_KERNEL, activation_args
+from .fused import IN_KERNEL, activation_args, apply_activation
 
 
 def _row_major(shape: Sequence[int]) -> tuple[int, ...]:
@@ -71,11 +71,7 @@ def conv_nd(
                         acc = acc + cast(xv, f32) * cast(wv, f32)
     if has_bias:
         acc = acc + cast(b.flat[co], f32)
-    if act_arity == 2:
-        acc = act(acc, act_params)
-    else:
-        acc = act(acc)
-    return cast(acc, out.dtype)
+    return cast(apply_activation(acc, act, act_params, act_arity), out.dtype)
 
 
 @kernel
@@ -119,11 +115,7 @@ def conv_transpose_nd(
                         acc = acc + cast(xv, f32) * cast(wv, f32)
     if has_bias:
         acc = acc + cast(b.flat[co], f32)
-    if act_arity == 2:
-        acc = act(acc, act_params)
-    else:
-        acc = act(acc)
-    return cast(acc, out.dtype)
+    return cast(apply_activation(acc, act, act_params, act_arity), out.dtype)
 
 
 class _ConvBase(OpDef):

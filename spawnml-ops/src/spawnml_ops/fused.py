@@ -2,8 +2,8 @@
 kernel applies to its result when graph.fusion folded an activation node into it.
 
 A kernel that fuses takes three arguments, ``act: Helper, act_params: tuple, act_arity: int``,
-and ends with ``if act_arity == 2: acc = act(acc, act_params)`` / ``else: acc = act(acc)``
-(the branch is resolved at specialisation); :func:`activation_args` fills them in.
+filled in by :func:`activation_args`, and ends with
+``apply_activation(acc, act, act_params, act_arity)``.
 """
 
 from __future__ import annotations
@@ -29,6 +29,15 @@ IN_KERNEL = frozenset({
 @helper
 def no_activation(v):
     return v
+
+
+@helper
+def apply_activation(v, act, act_params, act_arity):
+    """act(v), with its compile-time params when it takes some (resolved at specialisation)."""
+    if act_arity == 2:
+        return act(v, act_params)
+    else:
+        return act(v)
 
 
 NO_ACTIVATION: dict[str, Any] = {"act": no_activation, "act_params": (), "act_arity": 1}
@@ -58,8 +67,4 @@ def binary_map_act(
 ):
     """out = act(fn(a, b)) with numpy broadcasting: an elementwise op with a fused activation."""
     v = fn(a.flat[broadcast_offset(a, out)], b.flat[broadcast_offset(b, out)])
-    if act_arity == 2:
-        v = act(v, act_params)
-    else:
-        v = act(v)
-    return v
+    return apply_activation(v, act, act_params, act_arity)
