@@ -47,11 +47,12 @@ class NodePlan:
     kind: str
     """"kernel" (backend-specific), "portable", "host" (declared host-only), "control"
     (If/Loop), "folded" (constant), "reference" (no backend could: numpy on the host),
-    "dynamic" (shapes known only at run time)."""
+    "dynamic" (shapes known only at run time), "fused" (computed by a later fused step)."""
     run: Any = None  # PreparedLowering or a BackendKernel's run(inputs, outputs)
     aliases: dict[int, int] = field(default_factory=dict)
     used_inputs: set[int] = field(default_factory=set)  # inputs a device step reads
     reason: str = ""  # why the first backend does not run it
+    fused: list[Node] = field(default_factory=list)  # the nodes a fused step computes
 
 
 @dataclass

@@ -20,6 +20,7 @@ from ..dtypes import DType, dtype as as_dtype
 from ..errors import InvalidModelError
 from ..op import TensorInfo
 from ..tensor import DeviceTensor
+from .fuse import fuse
 from .ir import Graph
 from .plan import HOST, NodePlan, Specialised, host_reference, place_node, specialise
 from .planner import MemoryPlan, plan_memory
@@ -66,8 +67,10 @@ class Runner:
         graph: Graph,
         backends: Sequence[Backend],
         weights: dict[tuple[str, str], DeviceTensor] | None = None,
+        fuse: bool = True,
     ) -> None:
         self.graph = graph
+        self.fuse = fuse
         self.backends = list(backends)
         self.by_name = {b.name: b for b in self.backends}
         self.weights = weights if weights is not None else {}
@@ -90,6 +93,8 @@ class Runner:
                     for i, s in enumerate(spec.steps)
                     if s.node.subgraphs
                 }
+                if self.fuse:
+                    fuse(spec, self.graph, self.by_name, self.outputs, extra)
                 memory = plan_memory(spec, self.by_name, self.outputs, extra)
                 plan = Plan(spec, memory, extra)
                 self._upload_consts(plan)
@@ -124,7 +129,7 @@ class Runner:
         with self._lock:
             key = (node_id, attr)
             if key not in self._subrunners:
-                self._subrunners[key] = Runner(graph, self.backends, {})
+                self._subrunners[key] = Runner(graph, self.backends, {}, self.fuse)
             return self._subrunners[key]
 
     def close(self) -> None:
@@ -219,7 +224,7 @@ class _Execution:
         last_use = self.plan.memory.last_use
         try:
             for index, step in enumerate(steps):
-                if step.kind in ("folded", "unused"):
+                if step.kind in ("folded", "unused", "fused"):
                     continue
                 if step.kind == "dynamic" or not self._matches(step):
                     step = self._dynamic(step, self._probe(step))
