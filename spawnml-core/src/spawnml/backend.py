@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -134,6 +134,44 @@ class Backend(abc.ABC):
 
     def synchronize(self) -> None:  # noqa: B027 - a no-op for backends that run synchronously
         """Wait until all queued work has finished."""
+
+    # -- recorded plans (graph.record) -------------------------------------------------------
+    device_timing: ClassVar[str] = "synchronize"
+    """How ``profile_launch`` measures device time: "events"/"timestamps" (measured by the
+    device), "synchronous" (launches run on the calling thread: the call's time), or
+    "synchronize" (not measured: the profiler times each launch with ``synchronize``)."""
+
+    def bind(self, program: Any, output: Buffer, inputs: Sequence[Buffer]) -> Callable[[], None]:
+        """A callable that queues this launch with these buffers, called once per replay of
+        a recorded plan. Backends override it to prepare arguments once (kernel arguments,
+        bind groups, uniforms); the default calls ``launch``."""
+        launch, ins = self.launch, tuple(inputs)
+
+        def bound() -> None:
+            launch(program, output, ins)
+
+        return bound
+
+    def sequence(self, bound: Sequence[Callable[[], None]]) -> Callable[[], None]:
+        """One callable running consecutive ``bind`` results of this backend in order (a
+        backend may encode them together, e.g. one compute pass)."""
+        calls = tuple(bound)
+        if len(calls) == 1:
+            return calls[0]
+
+        def run() -> None:
+            for call in calls:
+                call()
+
+        return run
+
+    def profile_launch(
+        self, program: Any, output: Buffer, inputs: Sequence[Buffer]
+    ) -> float | None:
+        """Run one launch now and return its device time in seconds as the device measured
+        it, or None where this backend cannot (the caller then times it with
+        ``synchronize``)."""
+        return None
 
     def close(self) -> None:
         """Release the runtime's cached resources."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -14,6 +14,15 @@ from .errors import InvalidInputError
 from .op import Data, HostOnly, In, Lowering, Node, OpDef, Out, Ref, TensorInfo, Tmp
 from .tensor import DeviceTensor
 
+T = TypeVar("T")
+
+
+def _itemsize(backend: Backend, dt: Any) -> int:
+    try:
+        return backend.storage_dtype(dt).itemsize
+    except InvalidInputError:
+        return as_dtype(dt).itemsize
+
 
 @dataclass
 class _Step:
@@ -21,6 +30,8 @@ class _Step:
     inputs: list[Ref]
     output: Out | Tmp
     size: int
+    name: str = ""  # the kernel's name (profiles)
+    nbytes: int = 0  # bytes the launch reads and writes (profiles)
 
 
 class PreparedLowering:
@@ -61,7 +72,10 @@ class PreparedLowering:
             for ref in launch.inputs:
                 if isinstance(ref, Data) and id(ref.array) not in self._data:
                     self._data[id(ref.array)] = DeviceTensor.from_numpy(backend, ref.array)
-            self.steps.append(_Step(program, launch.inputs, launch.output, spec.output.size))
+            moved = sum(b.size * _itemsize(backend, b.dtype) for b in (*spec.inputs, spec.output))
+            self.steps.append(
+                _Step(program, launch.inputs, launch.output, spec.output.size, spec.name, moved)
+            )
 
     def run(self, inputs: Sequence[DeviceTensor | None], outputs: Sequence[DeviceTensor]) -> None:
         """Queue every launch; temporaries are freed (returned to the pool) afterwards."""
@@ -87,6 +101,37 @@ class PreparedLowering:
         finally:
             for t in temps:
                 t.close()
+
+    def launch_refs(
+        self, inputs: Sequence[T | None], outputs: Sequence[T], temps: Sequence[T]
+    ) -> list[tuple[_Step, T | Buffer, list[T | Buffer]]]:
+        """Every non-empty launch as ``(step, output, inputs)`` (``step.program`` is what
+        the backend compiled), each buffer taken from
+        ``inputs``/``outputs``/``temps`` (any stand-ins: recorded plans pass references) or,
+        for data the lowering carries, its device buffer. What a recorded plan binds once."""
+
+        def pick(ref: Ref) -> T | Buffer:
+            if isinstance(ref, In):
+                found = inputs[ref.index]
+                if found is None:
+                    raise InvalidInputError(f"launch reads omitted input {ref.index}")
+                return found
+            if isinstance(ref, Out):
+                return outputs[ref.index]
+            if isinstance(ref, Tmp):
+                return temps[ref.index]
+            return self._data[id(ref.array)].buffer
+
+        return [
+            (step, pick(step.output), [pick(r) for r in step.inputs])
+            for step in self.steps
+            if step.size
+        ]
+
+    @property
+    def n_launches(self) -> int:
+        """Launches one ``run`` issues."""
+        return sum(1 for step in self.steps if step.size)
 
     def close(self) -> None:
         for t in self._data.values():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
@@ -28,6 +29,7 @@ from .graph.passes import PassReport, optimise
 from .graph.plan import HOST, lookup_op
 from .graph.runtime import Plan, Runner
 from .op import TensorInfo
+from .profile import Profile
 from .registry import get_available_backends, get_backend
 from .tensor import DeviceTensor
 
@@ -44,11 +46,13 @@ def _backend_lock(backend: Backend) -> threading.RLock:
 
 @dataclass
 class SessionOptions:
-    """Session settings: ``optimize`` runs the fusing passes (Conv+BN, activations, and
-    graph-level kernel fusion)."""
+    """Session settings: ``optimize`` runs the fusing passes (Conv+BN, activations)."""
 
     optimize: bool = True
     log_fallback: bool = True
+    record: bool = True
+    """Record each input-shape set's launch sequence on its second run and replay it after
+    (``graph.record``); ``SPAWNML_RECORD=0`` turns it off too."""
 
 
 @dataclass(frozen=True)
@@ -63,24 +67,19 @@ class NodeArg:
 
 class Placement(dict):
     """Node name -> backend name (or "host"), with ``counts`` per backend and ``kinds``
-    (node -> how it runs: kernel, portable, host, reference, control, folded) and ``fused``
-    (node -> the name of the fused kernel that computes it with its neighbours)."""
+    (node -> how it runs: kernel, portable, host, reference, control, folded)."""
 
     def __init__(self, plan: Plan) -> None:
         super().__init__()
         self.kinds: dict[str, str] = {}
         self.reasons: dict[str, str] = {}
-        self.fused: dict[str, str] = {}  # node -> the fused kernel computing it
         for step in plan.spec.steps:
-            if step.kind in ("folded", "unused", "fused"):
+            if step.kind in ("folded", "unused"):
                 continue
-            for node in step.fused or [step.node]:
-                self[node.name] = step.location
-                self.kinds[node.name] = step.kind
-                if step.fused:
-                    self.fused[node.name] = step.node.name
-                if step.reason:
-                    self.reasons[node.name] = step.reason
+            self[step.node.name] = step.location
+            self.kinds[step.node.name] = step.kind
+            if step.reason:
+                self.reasons[step.node.name] = step.reason
         self.counts: Counter[str] = Counter(self.values())
         self.folded = sum(1 for s in plan.spec.steps if s.kind == "folded")
         self.unused = sum(1 for s in plan.spec.steps if s.kind == "unused")
@@ -122,9 +121,11 @@ class InferenceSession:
             raise InvalidInputError("no backends given")
         self.backends = [b if isinstance(b, Backend) else get_backend(b) for b in names]
         self.graph = import_model(path_or_bytes)
+        self.model_nodes = len(self.graph.nodes)  # as loaded, before fusion and folding
+        self._profile: Profile | None = None
         self._check_ops()
         self.passes: PassReport = optimise(self.graph, fuse=self.options.optimize)
-        self._runner = Runner(self.graph, self.backends, fuse=self.options.optimize)
+        self._runner = Runner(self.graph, self.backends, record=self.options.record)
         self._logged = False
         self._checked: set[int] = set()
         static = {v.name: v.info for v in self.graph.inputs}
@@ -202,8 +203,7 @@ class InferenceSession:
             log.warning(
                 "placement: %d of %d nodes do not run on %s (%s)",
                 len(off) + len(host),
-                sum(len(s.fused) or 1 for s in plan.spec.steps
-                    if s.kind not in ("folded", "unused", "fused")),
+                sum(1 for s in plan.spec.steps if s.kind not in ("folded", "unused")),
                 first,
                 "; ".join(parts),
             )
@@ -216,10 +216,43 @@ class InferenceSession:
         run_options: Any = None,
         *,
         device: bool = False,
+        profile: bool = False,
     ) -> list[Any]:
         """Outputs in the order of ``output_names`` (all outputs when None) as numpy arrays,
         or as DeviceTensors with ``device=True`` (host-computed outputs are uploaded to the
-        first backend). Feeds may be DeviceTensors on a backend of this session."""
+        first backend). Feeds may be DeviceTensors on a backend of this session.
+        ``profile=True`` times this run per kernel into ``profile()``."""
+        if profile and self._profile is None:
+            self._profile = Profile(self.model_nodes)
+        return self._run(output_names, input_feed, device, self._profile if profile else None)
+
+    def profile(
+        self,
+        input_feed: Mapping[str, Any] | None = None,
+        runs: int = 1,
+        output_names: Sequence[str] | None = None,
+        *,
+        reset: bool = False,
+    ) -> Profile:
+        """With ``input_feed``: a new profile of ``runs`` runs of it. Without: the profile
+        collected by ``run(..., profile=True)`` so far (``reset`` starts a new one)."""
+        if input_feed is not None:
+            result = Profile(self.model_nodes)
+            for _ in range(runs):
+                self._run(output_names, input_feed, False, result)
+            return result
+        found = self._profile or Profile(self.model_nodes)
+        if reset:
+            self._profile = None
+        return found
+
+    def _run(
+        self,
+        output_names: Sequence[str] | None,
+        input_feed: Mapping[str, Any],
+        device: bool,
+        profile: Profile | None,
+    ) -> list[Any]:
         all_outputs = [v.name for v in self.graph.outputs]
         if output_names is None:
             output_names = all_outputs
@@ -239,8 +272,11 @@ class InferenceSession:
             infos = {n: TensorInfo(*_meta(t)) for n, t in feeds.items()}
             plan = self._runner.plan(infos)
             self._ensure(plan)
-            results = self._runner.run(feeds, list(dict.fromkeys(output_names)))
+            start = time.perf_counter()
+            want = list(dict.fromkeys(output_names))
+            results = self._runner.run(feeds, want, keep=device, profile=profile)
             out = []
+            done: list[DeviceTensor] = []  # closed after every output is read (views share)
             for name in output_names:
                 value = results[name]
                 if device:
@@ -250,9 +286,14 @@ class InferenceSession:
                 elif isinstance(value, DeviceTensor):
                     out.append(value.numpy())
                     if value.backend is not None and not _is_feed(value, feeds):
-                        value.close()
+                        done.append(value)
                 else:
                     out.append(np.array(value) if name in plan.spec.consts else value)
+            for value in done:
+                value.close()
+            if profile is not None:
+                profile.runs += 1
+                profile.run_s += time.perf_counter() - start
             return out
 
     def close(self) -> None:

@@ -8,24 +8,36 @@ planning (after data-dependent ops) are specialised on the fly, cached by their 
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..backend import Backend
 from ..dtypes import DType, dtype as as_dtype
 from ..errors import InvalidModelError
+from ..execute import PreparedLowering
 from ..op import TensorInfo
 from ..tensor import DeviceTensor
-from .fuse import fuse
 from .ir import Graph
 from .plan import HOST, NodePlan, Specialised, host_reference, place_node, specialise
 from .planner import MemoryPlan, plan_memory
+from .record import NotRecordable, Recording, fused_nodes
+
+if TYPE_CHECKING:
+    from ..profile import KernelRow, Profile
 
 Tensor = np.ndarray | DeviceTensor
+RECORD_ENV = "SPAWNML_RECORD"
+
+
+def recording_enabled() -> bool:
+    """False when ``SPAWNML_RECORD`` is 0/off/false: every run takes the normal path."""
+    return os.environ.get(RECORD_ENV, "1").strip().lower() not in ("0", "off", "false", "no")
 
 
 @dataclass
@@ -38,8 +50,17 @@ class Plan:
     extra_reads: dict[int, list[str]]
     device_consts: dict[tuple[str, str], DeviceTensor] = field(default_factory=dict)
     dynamic: dict[tuple, NodePlan] = field(default_factory=dict)
+    runs: int = 0  # runs that took the normal path
+    recordings: dict[tuple, Recording | None] = field(default_factory=dict)
+    """Per feed-location set (host, or the backend of a DeviceTensor feed): the recorded
+    launch sequence, or None where the plan cannot be recorded."""
+    not_recorded: str = ""  # why not, when a recording was refused
 
     def close(self) -> None:
+        for rec in self.recordings.values():
+            if rec is not None:
+                rec.close()
+        self.recordings.clear()
         for t in self.device_consts.values():
             t.close()
         for step in self.spec.steps:
@@ -67,10 +88,10 @@ class Runner:
         graph: Graph,
         backends: Sequence[Backend],
         weights: dict[tuple[str, str], DeviceTensor] | None = None,
-        fuse: bool = True,
+        record: bool = True,
     ) -> None:
         self.graph = graph
-        self.fuse = fuse
+        self.record = record
         self.backends = list(backends)
         self.by_name = {b.name: b for b in self.backends}
         self.weights = weights if weights is not None else {}
@@ -93,8 +114,6 @@ class Runner:
                     for i, s in enumerate(spec.steps)
                     if s.node.subgraphs
                 }
-                if self.fuse:
-                    fuse(spec, self.graph, self.by_name, self.outputs, extra)
                 memory = plan_memory(spec, self.by_name, self.outputs, extra)
                 plan = Plan(spec, memory, extra)
                 self._upload_consts(plan)
@@ -118,18 +137,50 @@ class Runner:
                     store[key] = DeviceTensor.from_numpy(backend, plan.spec.consts[name])
 
     # -- execution -----------------------------------------------------------------------
-    def run(self, feeds: dict[str, Tensor], want: Sequence[str]) -> dict[str, Tensor]:
+    def run(
+        self,
+        feeds: dict[str, Tensor],
+        want: Sequence[str],
+        *,
+        keep: bool = False,
+        profile: Profile | None = None,
+    ) -> dict[str, Tensor]:
         """Run with validated feeds (arrays or DeviceTensors); returns the wanted values at
-        their home location. The caller owns returned DeviceTensors."""
+        their home location. ``keep``: the caller keeps returned DeviceTensors and closes
+        them; otherwise it copies them to the host at once (they may be views of buffers a
+        later run overwrites) and closes them. ``profile`` collects per-kernel timings."""
         infos = {n: TensorInfo(_dtype(t), _shape(t)) for n, t in feeds.items()}
         plan = self.plan(infos)
-        return _Execution(self, plan, feeds).run(want)
+        rec = self.recording(plan, feeds)
+        if rec is not None:
+            if profile is not None:
+                profile.replayed_runs += 1
+            return rec.replay(feeds, want, keep=keep, profile=profile)
+        plan.runs += 1
+        return _Execution(self, plan, feeds, profile).run(want)
+
+    def recording(self, plan: Plan, feeds: dict[str, Tensor]) -> Recording | None:
+        """The plan's recording for these feeds' locations, built on the plan's second run
+        (the first takes the normal path); None when recording is off or impossible."""
+        if not self.record or not plan.runs or not recording_enabled():
+            return None
+        where = tuple(sorted((n, _where(t)) for n, t in feeds.items()))
+        if where in plan.recordings:
+            return plan.recordings[where]
+        with self._lock:
+            if where not in plan.recordings:
+                try:
+                    plan.recordings[where] = Recording(self, plan, dict(where))
+                except NotRecordable as exc:
+                    plan.recordings[where] = None
+                    plan.not_recorded = str(exc)
+            return plan.recordings[where]
 
     def subrunner(self, node_id: int, attr: str, graph: Graph) -> Runner:
         with self._lock:
             key = (node_id, attr)
             if key not in self._subrunners:
-                self._subrunners[key] = Runner(graph, self.backends, {}, self.fuse)
+                self._subrunners[key] = Runner(graph, self.backends, {})
             return self._subrunners[key]
 
     def close(self) -> None:
@@ -146,9 +197,12 @@ class Runner:
 class _Execution:
     """The state of one run: values by name at their home location, copies, slots."""
 
-    def __init__(self, runner: Runner, plan: Plan, feeds: dict[str, Tensor]) -> None:
+    def __init__(
+        self, runner: Runner, plan: Plan, feeds: dict[str, Tensor], profile: Profile | None = None
+    ) -> None:
         self.runner = runner
         self.plan = plan
+        self.profile = profile
         self.values: dict[str, Tensor] = dict(feeds)
         self.copies: dict[tuple[str, str], Tensor] = {}
         self.owned: set[str] = set()  # values this run allocated (freed after last use)
@@ -224,14 +278,17 @@ class _Execution:
         last_use = self.plan.memory.last_use
         try:
             for index, step in enumerate(steps):
-                if step.kind in ("folded", "unused", "fused"):
+                if step.kind in ("folded", "unused"):
                     continue
                 if step.kind == "dynamic" or not self._matches(step):
                     step = self._dynamic(step, self._probe(step))
                     planned = False
                 else:
                     planned = True
-                self._run_step(step, planned, index, run_control)
+                if self.profile is None:
+                    self._run_step(step, planned, index, run_control)
+                else:
+                    self._profiled_step(step, planned, index, run_control)
                 self._release(index, last_use)
             return {name: self._result(name) for name in want}
         finally:
@@ -291,6 +348,35 @@ class _Execution:
         step.run.run(ins, outs) if hasattr(step.run, "run") else step.run(ins, outs)
         self._store(node.outputs, outs)
 
+    def _profiled_step(self, step: NodePlan, planned: bool, index: int, run_control: Any) -> None:
+        """Run one step timed (normal path: one row per step, its launches counted)."""
+        assert self.profile is not None
+        backend = self.runner.by_name.get(step.location)
+        clock = time.perf_counter
+        if backend is not None:
+            backend.synchronize()
+        t0 = clock()
+        self._run_step(step, planned, index, run_control)
+        t1 = clock()
+        run = step.run
+        launches = run.n_launches if isinstance(run, PreparedLowering) else 1
+        if backend is None:
+            call, device, launches = t1 - t0, 0.0, 0
+        else:
+            backend.synchronize()
+            t2 = clock()
+            method = "synchronous" if backend.device_timing == "synchronous" else "synchronize"
+            self.profile.timing[backend.name] = method
+            call, device = (0.0, t1 - t0) if method == "synchronous" else (t1 - t0, t2 - t1)
+        prepared = run if isinstance(run, PreparedLowering) else None
+        if prepared is not None:
+            nbytes = sum(s.nbytes for s in prepared.steps if s.size)
+        else:  # a backend kernel: what it reads and writes
+            infos = [i for i in [*step.inputs, *step.outputs] if i is not None and i.is_static]
+            nbytes = sum(i.size * i.dtype.itemsize for i in infos) if backend else 0
+        self.profile.add(("step", index, id(step)), lambda: _step_row(step), call, device,
+                         nbytes, launches)  # fmt: skip
+
     def _store(self, names: Sequence[str], results: Sequence[Tensor]) -> None:
         for name, r in zip(names, results):
             if name:
@@ -349,3 +435,17 @@ class _Execution:
         self.copies.clear()
         for owner in self.slots.values():
             owner.close()
+
+
+def _step_row(step: NodePlan) -> KernelRow:
+    from ..profile import KernelRow
+
+    nodes = fused_nodes(step)
+    run = step.run
+    if isinstance(run, PreparedLowering):
+        kernel = "+".join(s.name for s in run.steps if s.size)
+        kind = "launch" if kernel else "view"  # reshape-like: no launch
+    else:
+        kernel, kind = step.node.op_type, "kernel" if step.location != HOST else step.kind
+    return KernelRow([n.name for n in nodes], [n.op_type for n in nodes], step.location,
+                     kernel, kind)  # fmt: skip
