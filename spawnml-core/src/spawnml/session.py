@@ -46,7 +46,8 @@ def _backend_lock(backend: Backend) -> threading.RLock:
 
 @dataclass
 class SessionOptions:
-    """Session settings: ``optimize`` runs the fusing passes (Conv+BN, activations)."""
+    """Session settings: ``optimize`` runs the fusing passes (Conv+BN, activations, and
+    graph-level kernel fusion)."""
 
     optimize: bool = True
     log_fallback: bool = True
@@ -67,19 +68,24 @@ class NodeArg:
 
 class Placement(dict):
     """Node name -> backend name (or "host"), with ``counts`` per backend and ``kinds``
-    (node -> how it runs: kernel, portable, host, reference, control, folded)."""
+    (node -> how it runs: kernel, portable, host, reference, control, folded) and ``fused``
+    (node -> the name of the fused kernel that computes it with its neighbours)."""
 
     def __init__(self, plan: Plan) -> None:
         super().__init__()
         self.kinds: dict[str, str] = {}
         self.reasons: dict[str, str] = {}
+        self.fused: dict[str, str] = {}  # node -> the fused kernel computing it
         for step in plan.spec.steps:
-            if step.kind in ("folded", "unused"):
+            if step.kind in ("folded", "unused", "fused"):
                 continue
-            self[step.node.name] = step.location
-            self.kinds[step.node.name] = step.kind
-            if step.reason:
-                self.reasons[step.node.name] = step.reason
+            for node in step.fused or [step.node]:
+                self[node.name] = step.location
+                self.kinds[node.name] = step.kind
+                if step.fused:
+                    self.fused[node.name] = step.node.name
+                if step.reason:
+                    self.reasons[node.name] = step.reason
         self.counts: Counter[str] = Counter(self.values())
         self.folded = sum(1 for s in plan.spec.steps if s.kind == "folded")
         self.unused = sum(1 for s in plan.spec.steps if s.kind == "unused")
@@ -125,7 +131,9 @@ class InferenceSession:
         self._profile: Profile | None = None
         self._check_ops()
         self.passes: PassReport = optimise(self.graph, fuse=self.options.optimize)
-        self._runner = Runner(self.graph, self.backends, record=self.options.record)
+        self._runner = Runner(
+            self.graph, self.backends, fuse=self.options.optimize, record=self.options.record
+        )
         self._logged = False
         self._checked: set[int] = set()
         static = {v.name: v.info for v in self.graph.inputs}
@@ -203,7 +211,8 @@ class InferenceSession:
             log.warning(
                 "placement: %d of %d nodes do not run on %s (%s)",
                 len(off) + len(host),
-                sum(1 for s in plan.spec.steps if s.kind not in ("folded", "unused")),
+                sum(len(s.fused) or 1 for s in plan.spec.steps
+                    if s.kind not in ("folded", "unused", "fused")),
                 first,
                 "; ".join(parts),
             )

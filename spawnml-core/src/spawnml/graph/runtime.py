@@ -23,6 +23,7 @@ from ..errors import InvalidModelError
 from ..execute import PreparedLowering
 from ..op import TensorInfo
 from ..tensor import DeviceTensor
+from .fuse import fuse
 from .ir import Graph
 from .plan import HOST, NodePlan, Specialised, host_reference, place_node, specialise
 from .planner import MemoryPlan, plan_memory
@@ -88,10 +89,12 @@ class Runner:
         graph: Graph,
         backends: Sequence[Backend],
         weights: dict[tuple[str, str], DeviceTensor] | None = None,
+        fuse: bool = True,
         record: bool = True,
     ) -> None:
         self.graph = graph
         self.record = record
+        self.fuse = fuse
         self.backends = list(backends)
         self.by_name = {b.name: b for b in self.backends}
         self.weights = weights if weights is not None else {}
@@ -114,6 +117,8 @@ class Runner:
                     for i, s in enumerate(spec.steps)
                     if s.node.subgraphs
                 }
+                if self.fuse:
+                    fuse(spec, self.graph, self.by_name, self.outputs, extra)
                 memory = plan_memory(spec, self.by_name, self.outputs, extra)
                 plan = Plan(spec, memory, extra)
                 self._upload_consts(plan)
@@ -180,7 +185,7 @@ class Runner:
         with self._lock:
             key = (node_id, attr)
             if key not in self._subrunners:
-                self._subrunners[key] = Runner(graph, self.backends, {})
+                self._subrunners[key] = Runner(graph, self.backends, {}, self.fuse)
             return self._subrunners[key]
 
     def close(self) -> None:
@@ -278,7 +283,7 @@ class _Execution:
         last_use = self.plan.memory.last_use
         try:
             for index, step in enumerate(steps):
-                if step.kind in ("folded", "unused"):
+                if step.kind in ("folded", "unused", "fused"):
                     continue
                 if step.kind == "dynamic" or not self._matches(step):
                     step = self._dynamic(step, self._probe(step))
