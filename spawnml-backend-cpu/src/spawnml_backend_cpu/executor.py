@@ -9,7 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from spawnml.kernel import dump, ir
-from spawnml.kernel.polyfills import required_functions
+from spawnml.kernel.passes import lower
+from spawnml.kernel.traits import TargetTraits, table
 from spawnml.kernel.types import ScalarType
 
 from . import runtime_support
@@ -83,14 +84,12 @@ class NumpyProgram:
         out[flat0 : flat0 + size].reshape(cs)[...] = res
 
 
-def _is_native(name: str, t: ScalarType) -> bool:
-    return name in NATIVE
-
-
 def compile_numpy(kernel: ir.KernelIR) -> NumpyProgram:
     """Generate, dump (``SPAWNML_DUMP_KERNELS``) and compile a kernel's numpy code."""
-    functions = required_functions(kernel.body, _is_native)
-    gen = NumpyCodegen(kernel, functions).render()
+    # numpy computes every type natively; the intrinsics it lacks become polyfill functions
+    traits = TargetTraits("cpu", intrinsics=table(dict.fromkeys(NATIVE, "numpy")))
+    lowered = lower(kernel, traits)
+    gen = NumpyCodegen(lowered, list(lowered.functions)).render()
     header = f"# kernel {kernel.name} ({kernel.source}) specialised as {kernel.key}\n"
     source = header + gen.source
     dump.write("cpu", kernel, source, "py")

@@ -15,7 +15,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from spawnml.kernel import ir
+from spawnml.kernel.analysis import nonneg, strides, trip_count
+from spawnml.kernel.ir import Op
+from spawnml.kernel.polyfills import function_name
 from spawnml.kernel.types import ScalarType
+from spawnml.kernel.visitor import Visitor
 
 _NP = {t: f"_dt_{t.value}" for t in ScalarType}
 _CALLS = {
@@ -77,6 +81,7 @@ _BIN = {
     "eq": "==",
     "ne": "!=",
 }
+ARITH = (Op.ADD, Op.SUB, Op.MUL)  # the operators of affine index forms
 _REDUCE = {
     "add": ("_np.sum", "+"),
     "mul": ("_np.prod", "*"),
@@ -116,7 +121,7 @@ class Generated:
     functions: list[str] = field(default_factory=list)
 
 
-class NumpyCodegen:
+class NumpyCodegen(Visitor):
     """Renders one KernelIR as a Python function ``kernel(_out, _ins, _grid, _rng, _cs)``."""
 
     def __init__(self, k: ir.KernelIR, functions: list[ir.Function]) -> None:
@@ -161,7 +166,7 @@ class NumpyCodegen:
         if self.R:
             header.append("    " + ", ".join(self.grid_vars) + ", = _grid")
         if self.uses_gid:
-            terms = " + ".join(f"o{d} * {s}" for d, s in enumerate(_strides(k.output.shape))) or "0"
+            terms = " + ".join(f"o{d} * {s}" for d, s in enumerate(strides(k.output.shape))) or "0"
             header.append(f"    _gid = _np.asarray({terms}, dtype=_np.int32)")
         fn_sources = [self.render_function(f) for f in self.functions.values()]
         source = "\n".join([*fn_sources, *header, *self.lines]) + "\n"
@@ -413,7 +418,7 @@ class NumpyCodegen:
         if isinstance(e, ir.Const) and e.type.is_int:
             return (int(e.value), {})
         if isinstance(e, ir.GlobalIndex):
-            return (0, dict(enumerate(_strides(self.k.output.shape))))
+            return (0, dict(enumerate(strides(self.k.output.shape))))
         if isinstance(e, ir.Var):
             if e.name in self.affine_env:
                 return self.affine_env[e.name]
@@ -422,7 +427,7 @@ class NumpyCodegen:
             if e.type.is_int and not self.is_varying(e) and e.name in self.single:
                 return (f"int({e.name})", {})
             return None
-        if isinstance(e, ir.Binary) and e.op in ("add", "sub", "mul") and e.type == ScalarType.i32:
+        if isinstance(e, ir.Binary) and e.op in ARITH and e.type == ScalarType.i32:
             a, b = self.affine(e.a), self.affine(e.b)
             if a is None or b is None:
                 return None
@@ -446,55 +451,57 @@ class NumpyCodegen:
         return None
 
     def expr(self, e: ir.Expr) -> str:
-        if isinstance(e, ir.Const):
-            return self.const(e.value, e.type)
-        if isinstance(e, ir.Var):
-            return self.renames.get(e.name, e.name) if self.nest else e.name
-        if isinstance(e, ir.GlobalIndex):
-            self.uses_gid = True
-            return f"_rt.expand(_gid, {self.extra_axes})" if self.nest else "_gid"
-        if isinstance(e, ir.Load):
-            return self.load(e)
-        if isinstance(e, ir.Unary):
-            x = self.expr(e.x)
-            return {"neg": f"(-{x})", "not": f"_np.logical_not({x})", "invert": f"(~{x})"}[e.op]
-        if isinstance(e, ir.Binary):
-            if (
-                e.op in ("div", "mod")
-                and e.type.is_int
-                and not (isinstance(e.b, ir.Const) and e.b.value > 0 and self.nonneg(e.a))
-            ):
-                fn = "_rt.truncdiv" if e.op == "div" else "_rt.truncmod"
-                return f"{fn}({self.expr(e.a)}, {self.expr(e.b)})"
-            # a non-negative int divided by a positive constant: numpy's "/" is true division
-            op = "//" if e.op == "div" and e.type.is_int else _BIN[e.op]
-            return f"({self.expr(e.a)} {op} {self.expr(e.b)})"
-        if isinstance(e, ir.Select):
-            return f"_np.where({self.expr(e.cond)}, {self.expr(e.a)}, {self.expr(e.b)})"
-        if isinstance(e, ir.Cast):
-            return f"_rt.convert({self.expr(e.x)}, {_NP[e.type]})"
-        if isinstance(e, ir.Bitcast):
-            return f"_rt.bitcast({self.expr(e.x)}, {_NP[e.type]})"
-        if isinstance(e, ir.Call):
-            args = ", ".join(self.expr(a) for a in e.args)
-            if e.fn == "rsqrt":
-                return f"({self.const(1, e.type)} / _np.sqrt({args}))"
-            if e.fn in _CALLS:
-                return f"{_CALLS[e.fn]}({args})"
-            from spawnml.kernel.polyfills import function_name
+        return self.visit(e)
 
-            return f"{function_name(e.fn, e.args[0].type)}({args})"
-        raise NotImplementedError(type(e).__name__)
+    def visit_Const(self, e: ir.Const) -> str:
+        return self.const(e.value, e.type)
+
+    def visit_Var(self, e: ir.Var) -> str:
+        return self.renames.get(e.name, e.name) if self.nest else e.name
+
+    def visit_GlobalIndex(self, e: ir.GlobalIndex) -> str:
+        self.uses_gid = True
+        return f"_rt.expand(_gid, {self.extra_axes})" if self.nest else "_gid"
+
+    def visit_Load(self, e: ir.Load) -> str:
+        return self.load(e)
+
+    def visit_Unary(self, e: ir.Unary) -> str:
+        x = self.expr(e.x)
+        return {"neg": f"(-{x})", "not": f"_np.logical_not({x})", "invert": f"(~{x})"}[e.op]
+
+    def visit_Binary(self, e: ir.Binary) -> str:
+        if (
+            e.op in (Op.DIV, Op.MOD)
+            and e.type.is_int
+            and not (isinstance(e.b, ir.Const) and e.b.value > 0 and self.nonneg(e.a))
+        ):
+            fn = "_rt.truncdiv" if e.op == Op.DIV else "_rt.truncmod"
+            return f"{fn}({self.expr(e.a)}, {self.expr(e.b)})"
+        # a non-negative int divided by a positive constant: numpy's "/" is true division
+        op = "//" if e.op == Op.DIV and e.type.is_int else _BIN[e.op]
+        return f"({self.expr(e.a)} {op} {self.expr(e.b)})"
+
+    def visit_Select(self, e: ir.Select) -> str:
+        return f"_np.where({self.expr(e.cond)}, {self.expr(e.a)}, {self.expr(e.b)})"
+
+    def visit_Cast(self, e: ir.Cast) -> str:
+        return f"_rt.convert({self.expr(e.x)}, {_NP[e.type]})"
+
+    def visit_Bitcast(self, e: ir.Bitcast) -> str:
+        return f"_rt.bitcast({self.expr(e.x)}, {_NP[e.type]})"
+
+    def visit_Call(self, e: ir.Call) -> str:
+        args = ", ".join(self.expr(a) for a in e.args)
+        if e.fn == "rsqrt":
+            return f"({self.const(1, e.type)} / _np.sqrt({args}))"
+        if e.fn in _CALLS:
+            return f"{_CALLS[e.fn]}({args})"
+        return f"{function_name(e.fn, e.args[0].type)}({args})"
 
     def nonneg(self, e: ir.Expr) -> bool:
         """Whether ``e`` is evidently >= 0 (then C and Python integer division agree)."""
-        if isinstance(e, ir.Const):
-            return e.value >= 0
-        if isinstance(e, ir.GlobalIndex) or (isinstance(e, ir.Var) and e.name in self.grid_vars):
-            return True
-        if isinstance(e, ir.Binary) and e.op in ("add", "mul", "div", "mod"):
-            return self.nonneg(e.a) and self.nonneg(e.b)
-        return False
+        return nonneg(e, self.grid_vars.keys())
 
     def load(self, e: ir.Load) -> str:
         buf = f"in{e.buffer}"
@@ -512,14 +519,6 @@ class NumpyCodegen:
 
 
 # -------------------------------------------------------------------------------- analyses
-
-
-def _strides(shape: tuple[int, ...]) -> list[int]:
-    out, acc = [], 1
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= n
-    return list(reversed(out))
 
 
 def _has_partial_return(body: tuple[ir.Stmt, ...]) -> bool:
@@ -687,7 +686,7 @@ def _plan_nest(loop: ir.For, k: ir.KernelIR, varying: set[str], R: int) -> _Nest
     ranges = []
     trip = 1
     for lp in loops:
-        count = max(0, -(-(lp.stop.value - lp.start.value) // lp.step))
+        count = trip_count(int(lp.start.value), int(lp.stop.value), lp.step)
         ranges.append((int(lp.start.value), count, lp.step))
         trip *= max(count, 1)
     outer = {n for n in reads if n not in inside_assigned}

@@ -16,11 +16,12 @@ from spawnml.backend import Backend, BackendInfo, Buffer, Capabilities
 from spawnml.dtypes import DType
 from spawnml.errors import BackendUnavailableError, InvalidInputError
 from spawnml.kernel import dump
+from spawnml.kernel.cstyle import kernel_name
 from spawnml.kernel.ir import KernelIR
 
 from .compiler import DEFAULT_ARCH, compile_ptx, target_arch
 from .probe import probe
-from .renderer import CUDARenderer, kernel_name
+from .renderer import CUDARenderer
 from .runtime import Runtime, runtime
 
 # f16 is stored natively (as 16 bits) and computed in f32; bool is stored as uint8.
@@ -120,17 +121,11 @@ class CUDABackend(Backend):
         return host
 
     # -- kernels ------------------------------------------------------------------------
-    def compile(self, kernel: KernelIR) -> CUDAProgram:
-        key = kernel.key or kernel.fingerprint()
-        program = self._programs.get(key)
-        if program is None:
-            source = self.renderer.render(kernel)
-            dump.write(self.name, kernel, source, "cu")
-            program = self._programs[key] = self.program_from_source(
-                source, kernel_name(kernel), kernel.size, len(kernel.inputs),
-                what=f"{kernel.name} ({kernel.source})",
-            )
-        return program
+    source_suffix = "cu"
+
+    def build(self, kernel: KernelIR, source: str, renderer: Any) -> CUDAProgram:
+        return self.program_from_source(source, kernel_name(kernel), kernel.size,
+                                        len(kernel.inputs), what=f"{kernel.name} ({kernel.source})")
 
     def program_from_source(self, source: str, name: str, size: int, n_inputs: int,
                             what: str = "") -> CUDAProgram:

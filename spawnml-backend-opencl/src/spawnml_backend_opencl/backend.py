@@ -14,11 +14,11 @@ import numpy as np
 from spawnml.backend import Backend, BackendInfo, Buffer, Capabilities
 from spawnml.dtypes import DType
 from spawnml.errors import InvalidInputError
-from spawnml.kernel import dump
+from spawnml.kernel.cstyle import kernel_name
 from spawnml.kernel.ir import KernelIR
 
 from .probe import describe, probe
-from .renderer import OpenCLRenderer, kernel_name
+from .renderer import OpenCLRenderer
 from .runtime import Runtime, build, runtime
 
 # int8/16 and bool (as uchar) are stored natively; uint64/float64 have no kernel type.
@@ -100,16 +100,9 @@ class OpenCLBackend(Backend):
         return host
 
     # -- kernels ------------------------------------------------------------------------
-    def compile(self, kernel: KernelIR) -> OpenCLProgram:
-        key = kernel.key or kernel.fingerprint()
-        program = self._programs.get(key)
-        if program is None:
-            program = self._programs[key] = self._compile(kernel)
-        return program
+    source_suffix = "cl"
 
-    def _compile(self, kernel: KernelIR) -> OpenCLProgram:
-        source = self.renderer.render(kernel)
-        dump.write(self.name, kernel, source, "cl")
+    def build(self, kernel: KernelIR, source: str, renderer: Any) -> OpenCLProgram:
         return self.program_from_source(source, kernel_name(kernel), kernel.size,
                                         len(kernel.inputs), what=f"{kernel.name} ({kernel.source})")
 

@@ -12,6 +12,6 @@ __kernel void k_special_values(__global half *restrict out, __global const long 
         vstore_half_rte(INFINITY, gid, out);
         return;
     }
-    vstore_half_rte(sp_round_f16(((float)((v_v < 0.0f ? (-INFINITY) : (v_v == 0.0f ? NAN : v_v))))), gid, out);
+    vstore_half_rte(sp_round_f16((v_v < 0.0f ? (-INFINITY) : (v_v == 0.0f ? NAN : v_v))), gid, out);
     return;
 }

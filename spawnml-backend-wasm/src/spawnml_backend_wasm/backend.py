@@ -11,7 +11,6 @@ from spawnml import threads
 from spawnml.backend import Backend, BackendInfo, Buffer, Capabilities
 from spawnml.dtypes import DType, dtype as as_dtype
 from spawnml.errors import BackendUnavailableError, InvalidInputError
-from spawnml.kernel import dump
 from spawnml.kernel.ir import KernelIR
 
 from .probe import probe
@@ -119,15 +118,10 @@ class WasmBackend(Backend):
         return raw.view(dt.numpy).reshape(tuple(shape))
 
     # -- kernels --------------------------------------------------------------------------
-    def compile(self, kernel: KernelIR) -> Program:
-        program = self._programs.get(kernel.key)
-        if program is None:
-            wat = self.renderer.render(kernel)
-            dump.write(self.name, kernel, wat, "wat")
-            program = self._programs[kernel.key] = self.runtime.program(
-                kernel.key, wat, kernel.size
-            )
-        return program
+    source_suffix = "wat"
+
+    def build(self, kernel: KernelIR, source: str, renderer: Any) -> Program:
+        return self.runtime.program(kernel.key, source, kernel.size)
 
     def launch(self, program: Program, output: Buffer, inputs: Sequence[Buffer]) -> None:
         addresses = [output.handle[0]] + [b.handle[0] for b in inputs]

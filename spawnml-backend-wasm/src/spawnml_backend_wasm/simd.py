@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING
 
 from spawnml.dtypes import DType
 from spawnml.kernel import ir
+from spawnml.kernel.ir import Op
 from spawnml.kernel.types import ScalarType
+from spawnml.kernel.visitor import Visitor
 
 from .wat import MEMORY_OPS, float_const
 
@@ -76,7 +78,7 @@ def lane_safe(k: ir.KernelIR, storage_dtype: Callable[[DType], DType]) -> bool:
     return all(e.type in LANE_TYPES for e in ir.all_exprs(body))
 
 
-class VectorBody:
+class VectorBody(Visitor):
     """Renders the SIMD loop of a lane-safe kernel, sharing the scalar renderer's helpers."""
 
     def __init__(self, r: WasmRenderer, k: ir.KernelIR) -> None:
@@ -150,32 +152,30 @@ class VectorBody:
         return f"(v128.const i32x4 {v} {v} {v} {v})"
 
     def expr(self, e: ir.Expr) -> str:
-        if isinstance(e, ir.Const):
-            return self.splat(e.value, e.type)
-        if isinstance(e, ir.Var):
-            return f"(local.get $x_{e.name})"
-        if isinstance(e, ir.GlobalIndex):
-            return "(i32x4.add (i32x4.splat (local.get $gid)) (v128.const i32x4 0 1 2 3))"
-        if isinstance(e, ir.Load):
-            return self.load(e)
-        if isinstance(e, ir.Unary):
-            x = self.expr(e.x)
-            if e.op in ("not", "invert"):
-                return f"(v128.not {x})"
-            return f"({'f32x4' if e.type.is_float else 'i32x4'}.neg {x})"
-        if isinstance(e, ir.Binary):
-            return self.binary(e)
-        if isinstance(e, ir.Select):
-            return f"(v128.bitselect {self.expr(e.a)} {self.expr(e.b)} {self.expr(e.cond)})"
-        if isinstance(e, ir.Cast):
-            return self.cast(e)
-        if isinstance(e, ir.Bitcast):
-            return self.expr(e.x)
-        if isinstance(e, ir.Call):
-            return self.call(e)
-        raise NotImplementedError(type(e).__name__)
+        return self.visit(e)
 
-    def load(self, e: ir.Load) -> str:
+    def visit_Const(self, e: ir.Const) -> str:
+        return self.splat(e.value, e.type)
+
+    def visit_Var(self, e: ir.Var) -> str:
+        return f"(local.get $x_{e.name})"
+
+    def visit_GlobalIndex(self, e: ir.GlobalIndex) -> str:
+        return "(i32x4.add (i32x4.splat (local.get $gid)) (v128.const i32x4 0 1 2 3))"
+
+    def visit_Unary(self, e: ir.Unary) -> str:
+        x = self.expr(e.x)
+        if e.op in (Op.NOT, Op.INVERT):
+            return f"(v128.not {x})"
+        return f"({'f32x4' if e.type.is_float else 'i32x4'}.neg {x})"
+
+    def visit_Select(self, e: ir.Select) -> str:
+        return f"(v128.bitselect {self.expr(e.a)} {self.expr(e.b)} {self.expr(e.cond)})"
+
+    def visit_Bitcast(self, e: ir.Bitcast) -> str:
+        return self.expr(e.x)
+
+    def visit_Load(self, e: ir.Load) -> str:
         k = self.k
         spec = k.inputs[e.buffer]
         storage = self.r.storage_dtype(spec.dtype)
@@ -193,7 +193,7 @@ class VectorBody:
 
         return self.lanewise(e.type, [(self.expr(e.index), T.i32)], gather)
 
-    def binary(self, e: ir.Binary) -> str:
+    def visit_Binary(self, e: ir.Binary) -> str:
         t = e.a.type
         a, b = self.expr(e.a), self.expr(e.b)
         if t.is_float and e.op in _F32X4:
@@ -204,15 +204,15 @@ class VectorBody:
             sign = "_u" if t in (T.u32, T.bool) else "_s"
             if e.op in _I32X4_SIGNED:
                 return f"(i32x4.{e.op}{sign} {a} {b})"
-            if e.op in ("shl", "shr") and isinstance(e.b, ir.Const):
-                op = "shl" if e.op == "shl" else f"shr{sign}"
+            if e.op in (Op.SHL, Op.SHR) and isinstance(e.b, ir.Const):
+                op = "shl" if e.op == Op.SHL else f"shr{sign}"
                 return f"(i32x4.{op} {a} (i32.const {int(e.b.value) & 31}))"
         op = self.r.binary_op(e)
         return self.lanewise(
             e.type, [(a, e.a.type), (b, e.b.type)], lambda x: f"({op} {x[0]} {x[1]})"
         )
 
-    def cast(self, e: ir.Cast) -> str:
+    def visit_Cast(self, e: ir.Cast) -> str:
         src, dst = e.x.type, e.type
         x = self.expr(e.x)
         if dst == T.bool:
@@ -229,7 +229,7 @@ class VectorBody:
             return f"(i32x4.trunc_sat_f32x4_s {x})"
         return self.lanewise(dst, [(x, src)], lambda v: self.r.cast(v[0], src, dst))
 
-    def call(self, e: ir.Call) -> str:
+    def visit_Call(self, e: ir.Call) -> str:
         t = e.args[0].type
         args = [self.expr(a) for a in e.args]
         if self.r.is_native(e.fn, t):

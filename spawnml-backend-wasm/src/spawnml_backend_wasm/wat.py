@@ -14,18 +14,17 @@ the kernel does not use, such as both sides of a select, can never trap.
 from __future__ import annotations
 
 import math
-from typing import ClassVar
 
 import numpy as np
 
 from spawnml.dtypes import DType
 from spawnml.errors import KernelTypeError
 from spawnml.kernel import ir
+from spawnml.kernel.ir import Op
 from spawnml.kernel.polyfills import function_name
 from spawnml.kernel.render import Renderer
+from spawnml.kernel.traits import TargetTraits
 from spawnml.kernel.types import ScalarType
-
-from .lower import lower_f16
 
 T = ScalarType
 VAL = {T.bool: "i32", T.i32: "i32", T.u32: "i32", T.i64: "i64", T.f32: "f32", T.f16: "f32"}
@@ -79,6 +78,19 @@ _NATIVE_FLOAT = {
     "min": "f32.min",
     "max": "f32.max",
 }
+TRAITS = TargetTraits(
+    "wasm",
+    intrinsics={
+        **{(fn, "float"): f"({op} {{0}})" for fn, op in _NATIVE_FLOAT.items()},
+        ("min", "float"): "(f32.min {0} {1})",
+        ("max", "float"): "(f32.max {0} {1})",
+        ("isnan", "float"): "(f32.ne (local.tee {t} {0}) (local.get {t}))",  # {t}: a temp
+        ("isinf", "float"): "(f32.eq (f32.abs {0}) (f32.const inf))",
+        ("isfinite", "float"): "(f32.lt (f32.abs {0}) (f32.const inf))",
+    },
+    f16_arithmetic=False,  # f16 computes as f32, rounded by the round_f16 polyfill
+)
+"""Wasm has only these float operations; every other intrinsic is a kernel-language polyfill."""
 
 
 def float_const(v: float) -> str:
@@ -126,25 +138,19 @@ def cast_ops(src: ScalarType, dst: ScalarType) -> list[str]:
 
 
 class WasmRenderer(Renderer):
-    """Renders a specialised kernel as one WAT module (SIMD128 where lane-safe)."""
+    """Prints a lowered kernel as one WAT module (SIMD128 where lane-safe)."""
 
     name = "wasm"
-    native_for: ClassVar[dict[str, frozenset[str]]] = {
-        **{fn: frozenset({"float"}) for fn in _NATIVE_FLOAT},
-        "isnan": frozenset({"float"}),
-        "isinf": frozenset({"float"}),
-        "isfinite": frozenset({"float"}),
-    }
+    traits = TRAITS
     simd: bool = True
 
     # ------------------------------------------------------------------ module
-    def render(self, k: ir.KernelIR) -> str:
+    def print_kernel(self, k: ir.KernelIR) -> str:
         from .simd import VectorBody, lane_safe
 
-        k = lower_f16(k)
         self.kernel = k
         self.temps: list[tuple[str, str]] = []
-        functions = [self.render_function(f) for f in self.functions(k)]
+        functions = [self.render_function(f) for f in k.functions]
         self.kernel = k
         self.temps = []
         self.in_function = False
@@ -206,28 +212,24 @@ class WasmRenderer(Renderer):
 
     # ------------------------------------------------------------------ statements
     def block(self, stmts: tuple[ir.Stmt, ...]) -> list[str]:
-        out: list[str] = []
-        for s in stmts:
-            if isinstance(s, ir.Assign):
-                out.append(f"(local.set $v_{s.var.name} {self.expr(s.value)})")
-            elif isinstance(s, ir.Return):
-                if self.in_function:
-                    out.append(f"(return {self.expr(s.value)})")
-                else:
-                    out.append(self.store(s.value))
-                    out.append("(br $next)")
-            elif isinstance(s, ir.If):
-                out.append(f"(if {self.expr(s.cond)} (then")
-                out += ["  " + x for x in self.block(s.then)]
-                if s.orelse:
-                    out.append(") (else")
-                    out += ["  " + x for x in self.block(s.orelse)]
-                out.append("))")
-            elif isinstance(s, ir.For):
-                out += self.loop(s)
-            else:
-                raise NotImplementedError(type(s).__name__)
-        return out
+        return [line for s in stmts for line in self.visit(s)]
+
+    def visit_Assign(self, s: ir.Assign) -> list[str]:
+        return [f"(local.set $v_{s.var.name} {self.expr(s.value)})"]
+
+    def visit_Return(self, s: ir.Return) -> list[str]:
+        if self.in_function:
+            return [f"(return {self.expr(s.value)})"]
+        return [self.store(s.value), "(br $next)"]
+
+    def visit_If(self, s: ir.If) -> list[str]:
+        out = [f"(if {self.expr(s.cond)} (then", *["  " + x for x in self.block(s.then)]]
+        if s.orelse:
+            out += [") (else", *["  " + x for x in self.block(s.orelse)]]
+        return [*out, "))"]
+
+    def visit_For(self, s: ir.For) -> list[str]:
+        return self.loop(s)
 
     def loop(self, s: ir.For) -> list[str]:
         """``range(start, stop, step)`` with a hidden counter, so the body may assign ``var``."""
@@ -281,40 +283,50 @@ class WasmRenderer(Renderer):
         return f"(select (i32.const 0) {inner} (i32.lt_s (local.get {t}) (i32.const 0)))"
 
     def expr(self, e: ir.Expr) -> str:
-        if isinstance(e, ir.Const):
-            return const_text(e.value, e.type)
-        if isinstance(e, ir.Var):
-            return f"(local.get $v_{e.name})"
-        if isinstance(e, ir.GlobalIndex):
-            return "(local.get $gid)"
-        if isinstance(e, ir.Load):
-            storage = self.storage_dtype(self.kernel.inputs[e.buffer].dtype)
-            op, _, shift = MEMORY_OPS[storage]
-            value = f"({op} {self.address(f'$in{e.buffer}', self.clamped_index(e), shift)})"
-            return value if op.startswith(VAL[e.type]) else f"(i64.extend_i32_s {value})"
-        if isinstance(e, ir.Unary):
-            x = self.expr(e.x)
-            if e.op == "not":
-                return f"(i32.eqz {x})"
-            if e.op == "invert":
-                return f"({VAL[e.type]}.xor {x} ({VAL[e.type]}.const -1))"
-            if e.type.is_float:
-                return f"(f32.neg {x})"
-            return f"({VAL[e.type]}.sub ({VAL[e.type]}.const 0) {x})"
-        if isinstance(e, ir.Binary):
-            return f"({self.binary_op(e)} {self.expr(e.a)} {self.expr(e.b)})"
-        if isinstance(e, ir.Select):
-            return f"(select {self.expr(e.a)} {self.expr(e.b)} {self.expr(e.cond)})"
-        if isinstance(e, ir.Cast):
-            return self.cast(self.expr(e.x), e.x.type, e.type)
-        if isinstance(e, ir.Bitcast):
-            x = self.expr(e.x)
-            if e.type.is_float:
-                return f"(f32.reinterpret_i32 {x})"
-            return f"(i32.reinterpret_f32 {x})" if e.x.type.is_float else x
-        if isinstance(e, ir.Call):
-            return self.call(e, [self.expr(a) for a in e.args])
-        raise NotImplementedError(type(e).__name__)
+        return self.visit(e)
+
+    def visit_Const(self, e: ir.Const) -> str:
+        return const_text(e.value, e.type)
+
+    def visit_Var(self, e: ir.Var) -> str:
+        return f"(local.get $v_{e.name})"
+
+    def visit_GlobalIndex(self, e: ir.GlobalIndex) -> str:
+        return "(local.get $gid)"
+
+    def visit_Load(self, e: ir.Load) -> str:
+        storage = self.storage_dtype(self.kernel.inputs[e.buffer].dtype)
+        op, _, shift = MEMORY_OPS[storage]
+        value = f"({op} {self.address(f'$in{e.buffer}', self.clamped_index(e), shift)})"
+        return value if op.startswith(VAL[e.type]) else f"(i64.extend_i32_s {value})"
+
+    def visit_Unary(self, e: ir.Unary) -> str:
+        x = self.expr(e.x)
+        if e.op == Op.NOT:
+            return f"(i32.eqz {x})"
+        if e.op == Op.INVERT:
+            return f"({VAL[e.type]}.xor {x} ({VAL[e.type]}.const -1))"
+        if e.type.is_float:
+            return f"(f32.neg {x})"
+        return f"({VAL[e.type]}.sub ({VAL[e.type]}.const 0) {x})"
+
+    def visit_Binary(self, e: ir.Binary) -> str:
+        return f"({self.binary_op(e)} {self.expr(e.a)} {self.expr(e.b)})"
+
+    def visit_Select(self, e: ir.Select) -> str:
+        return f"(select {self.expr(e.a)} {self.expr(e.b)} {self.expr(e.cond)})"
+
+    def visit_Cast(self, e: ir.Cast) -> str:
+        return self.cast(self.expr(e.x), e.x.type, e.type)
+
+    def visit_Bitcast(self, e: ir.Bitcast) -> str:
+        x = self.expr(e.x)
+        if e.type.is_float:
+            return f"(f32.reinterpret_i32 {x})"
+        return f"(i32.reinterpret_f32 {x})" if e.x.type.is_float else x
+
+    def visit_Call(self, e: ir.Call) -> str:
+        return self.call(e, [self.expr(a) for a in e.args])
 
     def cast(self, x: str, src: ScalarType, dst: ScalarType) -> str:
         if dst == T.bool:
@@ -343,12 +355,7 @@ class WasmRenderer(Renderer):
 
     def call(self, e: ir.Call, args: list[str]) -> str:
         t = e.args[0].type
-        if self.is_native(e.fn, t):
-            if e.fn in _NATIVE_FLOAT:
-                return f"({_NATIVE_FLOAT[e.fn]} {' '.join(args)})"
-            if e.fn == "isnan":
-                x = self.temp("f32")
-                return f"(f32.ne (local.tee {x} {args[0]}) (local.get {x}))"
-            cmp = "f32.eq" if e.fn == "isinf" else "f32.lt"
-            return f"({cmp} (f32.abs {args[0]}) (f32.const inf))"
+        tpl = self.traits.native(e.fn, t)
+        if tpl is not None:
+            return tpl.format(*args, t=self.temp("f32") if "{t}" in tpl else "")
         return f"(call ${function_name(e.fn, t)} {' '.join(args)})"

@@ -19,8 +19,7 @@ from spawnml.errors import (
     InvalidInputError,
     KernelCompileError,
 )
-from spawnml.kernel import dump, ir
-from spawnml.kernel.analysis import check_loop_limit
+from spawnml.kernel import ir
 from spawnml.probing import ensure_xdg_runtime_dir
 
 from .layout import TextureLayout
@@ -131,20 +130,22 @@ class WebGLBackend(Backend):
     def renderer(self, plan: SlotPlan) -> GLSLRenderer:
         return GLSLRenderer(self.storage_dtype, self.layout, plan.slots())
 
-    def compile(self, kernel: ir.KernelIR) -> WebGLProgram:
-        cached = self._programs.get(kernel.key)
-        if cached is not None:
-            return cached
-        check_loop_limit(self.name, kernel, self._caps.extras["max_loop_iterations"])
-        ctx = self._current()
-        plan = plan_slots(kernel, self.texture_units, self.layout)
-        source = self.renderer(plan).render(kernel)
-        dump.write(self.name, kernel, source, "frag")
+    source_suffix = "frag"
+
+    def check_limits(self, kernel: ir.KernelIR) -> None:
+        super().check_limits(kernel)
         if kernel.size > self.layout.max_words:
             raise KernelCompileError(
                 f"webgl: {kernel.name} has {kernel.size} output elements, more than one "
                 f"texture holds ({self.layout.max_words})"
             )
+
+    def renderer_for(self, kernel: ir.KernelIR) -> GLSLRenderer:
+        return self.renderer(plan_slots(kernel, self.texture_units, self.layout))
+
+    def build(self, kernel: ir.KernelIR, source: str, renderer: GLSLRenderer) -> WebGLProgram:
+        ctx = self._current()
+        plan = plan_slots(kernel, self.texture_units, self.layout)  # as renderer_for made it
         try:
             program = ctx.program(vertex_shader=VERTEX_SHADER, fragment_shader=source)
         except Exception as exc:  # moderngl.Error carries the GLSL compiler's log
@@ -156,9 +157,7 @@ class WebGLBackend(Backend):
         for uniform, unit in units.items():
             if uniform in program:  # unused inputs are optimised away
                 program[uniform] = unit
-        compiled = WebGLProgram(kernel, source, program, ctx.vertex_array(program, []), plan)
-        self._programs[kernel.key] = compiled
-        return compiled
+        return WebGLProgram(kernel, source, program, ctx.vertex_array(program, []), plan)
 
     def launch(self, program: WebGLProgram, output: Buffer, inputs: Sequence[Buffer]) -> None:
         import moderngl

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from spawnml.errors import OutOfMemoryError
 from spawnml.kernel import ir
+from spawnml.kernel.slots import assign_slots
 
 from .layout import TextureLayout
 from .renderer import VERTEX_SHADER
@@ -47,23 +48,21 @@ class SlotPlan:
 
 
 def plan_slots(k: ir.KernelIR, units: int, layout: TextureLayout) -> SlotPlan:
-    """Give every input a texture unit, packing the tail when there are too few units."""
+    """Give every input a texture unit, packing the tail when there are too few units
+    (``spawnml.kernel.slots``: every input is 32-bit words, so all share one pack)."""
     count = len(k.inputs)
-    if count <= units:
-        return SlotPlan(tuple(range(count)))
-    direct = tuple(range(units - 1))
-    packed, offset = [], 0
-    for slot in range(units - 1, count):
-        words = max(1, k.inputs[slot].size)
-        packed.append((slot, offset, words))
-        offset += words
-    if offset > layout.max_words:
+    words = [max(1, spec.size) for spec in k.inputs]
+    slots = assign_slots(words, [0] * count, units, f"webgl: {k.name}")
+    packed = tuple((i, offset, words[i]) for i, (_, offset) in enumerate(slots.where)
+                   if i >= slots.direct)
+    plan = SlotPlan(tuple(range(slots.direct)), packed)
+    if plan.pack_words > layout.max_words:
         raise OutOfMemoryError(
             f"webgl: {k.name} has {count} inputs for {units} texture units; packing the last "
-            f"{count - units + 1} needs {offset} words, more than one texture holds "
+            f"{count - units + 1} needs {plan.pack_words} words, more than one texture holds "
             f"({layout.max_words})"
         )
-    return SlotPlan(direct, tuple(packed))
+    return plan
 
 
 _COPY_SHADER = """#version 300 es

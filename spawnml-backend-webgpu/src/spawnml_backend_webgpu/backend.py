@@ -16,8 +16,6 @@ import numpy as np
 from spawnml.backend import Backend, BackendInfo, Buffer, Capabilities
 from spawnml.dtypes import DType
 from spawnml.errors import BackendError, InvalidInputError, KernelCompileError
-from spawnml.kernel import dump
-from spawnml.kernel.analysis import check_loop_limit
 from spawnml.kernel.ir import KernelIR
 
 from .device import DeviceContext, context_for, shared_context
@@ -126,11 +124,9 @@ class WebGPUBackend(Backend):
     def renderer(self, layout: Layout) -> WGSLRenderer:
         return WGSLRenderer(self.storage_dtype, layout, f16_arithmetic=self.native_f16)
 
-    def compile(self, kernel: KernelIR) -> Program:
-        program = self._programs.get(kernel.key)
-        if program is not None:
-            return program
-        check_loop_limit(self.name, kernel, self._caps.extras["max_loop_iterations"])
+    source_suffix = "wgsl"
+
+    def renderer_for(self, kernel: KernelIR) -> WGSLRenderer:
         limits = self.ctx.limits
         layout = plan(
             kernel,
@@ -140,17 +136,17 @@ class WebGPUBackend(Backend):
         )
         for binding in layout.inputs:
             self._check_binding(kernel.name, binding.nbytes)
-        source = self.renderer(layout).render(kernel)
-        dump.write(self.name, kernel, source, "wgsl")
+        return self.renderer(layout)
+
+    def build(self, kernel: KernelIR, source: str, renderer: WGSLRenderer) -> Program:
+        layout = renderer.layout
         # Pipelines are shared by every backend on the device (same source, same layout).
         cache_key = f"{kernel.key}/{self.native_f16}"
         with self.ctx.lock:
             cached = self.ctx.pipelines.get(cache_key)
             if cached is None:
                 cached = self.ctx.pipelines[cache_key] = self._pipeline(kernel, layout, source)
-        program = Program(kernel.name, *cached, layout, len(kernel.inputs), source)
-        self._programs[kernel.key] = program
-        return program
+        return Program(kernel.name, *cached, layout, len(kernel.inputs), source)
 
     def _pipeline(self, kernel: KernelIR, layout: Layout, source: str) -> tuple[Any, Any]:
         wgpu = self._wgpu

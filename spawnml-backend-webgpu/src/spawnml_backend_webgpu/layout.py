@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from spawnml.dtypes import DType
 from spawnml.errors import KernelCompileError
-from spawnml.kernel.ir import KernelIR
+from spawnml.kernel.ir import BufferSpec, KernelIR
+from spawnml.kernel.slots import assign_slots
 
 WORKGROUP_SIZE = 64
 COPY_ALIGN = 4  # copy_buffer_to_buffer offsets and sizes are multiples of 4 bytes
@@ -62,6 +63,14 @@ class Layout:
     def packed(self) -> bool:
         return any(b.packed for b in self.inputs)
 
+    def slots(self) -> tuple[tuple[tuple[int, int], ...], tuple[BufferSpec, ...]]:
+        """Where each input is read and the bindings' specs (``spawnml.kernel.passes``)."""
+        specs = tuple(
+            BufferSpec(f"in{n}", b.storage, (b.nbytes // b.storage.itemsize,))
+            for n, b in enumerate(self.inputs)
+        )
+        return self.where, specs
+
 
 def dispatch_grid(invocations: int, max_per_dim: int) -> tuple[int, int, int]:
     """Workgroups per dimension covering ``invocations`` within the per-dimension limit."""
@@ -84,30 +93,21 @@ def plan(
     max_per_dim: int,
 ) -> Layout:
     """One binding per input, or, when inputs + output exceed the per-stage storage buffer
-    limit, inputs packed into one binding per storage type (at most four plus the output)."""
+    limit, the last inputs packed into one binding per storage type (``spawnml.kernel.slots``),
+    each member starting on a copy-aligned element."""
     grid = dispatch_grid(kernel.size, max_per_dim)
     storages = [storage_dtype(spec.dtype) for spec in kernel.inputs]
-    if len(kernel.inputs) + 1 <= max_storage_buffers:
-        bindings = tuple(
-            Binding(s, (Member(i, 0, spec.size, s.itemsize),), packed=False)
-            for i, (spec, s) in enumerate(zip(kernel.inputs, storages, strict=True))
-        )
-        return Layout(bindings, tuple((i, 0) for i in range(len(bindings))), grid)
-    order = list(dict.fromkeys(storages))
-    if len(order) + 1 > max_storage_buffers:
-        raise KernelCompileError(
-            f"webgpu: kernel {kernel.name} reads {len(order)} storage types; the device allows "
-            f"{max_storage_buffers} storage buffers per shader stage"
-        )
-    members: dict[DType, list[Member]] = {s: [] for s in order}
-    where: list[tuple[int, int]] = []
-    for i, (spec, s) in enumerate(zip(kernel.inputs, storages, strict=True)):
-        group = members[s]
-        offset = 0
-        if group:
-            last = group[-1]
-            offset = (last.byte_offset + last.copy_bytes) // s.itemsize
-        group.append(Member(i, offset, spec.size, s.itemsize))
-        where.append((order.index(s), offset))
-    bindings = tuple(Binding(s, tuple(members[s]), packed=True) for s in order)
-    return Layout(bindings, tuple(where), grid)
+    footprints = [
+        -(-spec.size * s.itemsize // COPY_ALIGN) * COPY_ALIGN // s.itemsize
+        for spec, s in zip(kernel.inputs, storages, strict=True)
+    ]
+    slots = assign_slots(footprints, storages, max_storage_buffers - 1, f"webgpu: {kernel.name}")
+    bindings = []
+    for n in range(slots.count):
+        members = slots.members(n)
+        s = storages[members[0][0]]
+        bindings.append(Binding(
+            s, tuple(Member(i, off, kernel.inputs[i].size, s.itemsize) for i, off in members),
+            packed=n >= slots.direct,
+        ))
+    return Layout(tuple(bindings), slots.where, grid)

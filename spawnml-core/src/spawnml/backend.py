@@ -21,6 +21,7 @@ from .memory import BufferPool
 
 if TYPE_CHECKING:
     from .kernel.ir import KernelIR
+    from .kernel.render import Renderer
 
 
 class DeviceKind(enum.Enum):
@@ -124,9 +125,40 @@ class Backend(abc.ABC):
         """The first ``nbytes`` of a native buffer as a uint8 host array (waits for work)."""
 
     # -- kernels --------------------------------------------------------------------------
-    @abc.abstractmethod
+    source_suffix: ClassVar[str] = "txt"
+    """The suffix of this backend's kernel sources in ``SPAWNML_DUMP_KERNELS``."""
+
     def compile(self, kernel: KernelIR) -> Any:
-        """Compile a specialised kernel into a program (cached by the backend)."""
+        """Compile a specialised kernel into a program, once per specialisation: cache ->
+        limit checks -> render (the core passes, then the target's printer) -> dump ->
+        ``build``. A backend supplies ``renderer_for`` and ``build``."""
+        from .kernel import dump
+
+        cache: dict[str, Any] = self.__dict__.setdefault("_programs", {})
+        key = kernel.key or kernel.fingerprint()
+        program = cache.get(key)
+        if program is None:
+            self.check_limits(kernel)
+            renderer = self.renderer_for(kernel)
+            source = renderer.render(kernel)
+            dump.write(self.name, kernel, source, self.source_suffix)
+            program = cache[key] = self.build(kernel, source, renderer)
+        return program
+
+    def check_limits(self, kernel: KernelIR) -> None:
+        """Refuse (KernelCompileError) a kernel this device provably cannot run correctly."""
+        from .kernel.analysis import check_loop_limit
+
+        check_loop_limit(self.name, kernel, self.capabilities.extras.get("max_loop_iterations"))
+
+    def renderer_for(self, kernel: KernelIR) -> Renderer:
+        """The renderer of ``kernel`` (``self.renderer`` unless a backend configures one per
+        kernel, e.g. with its binding layout)."""
+        return self.renderer  # type: ignore[attr-defined, no-any-return]
+
+    def build(self, kernel: KernelIR, source: str, renderer: Renderer) -> Any:
+        """A program from rendered ``source``: the target's compiler and loader."""
+        raise NotImplementedError(f"{self.name}: build (or override compile)")
 
     @abc.abstractmethod
     def launch(self, program: Any, output: Buffer, inputs: Sequence[Buffer]) -> None:

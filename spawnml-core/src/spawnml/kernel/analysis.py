@@ -1,8 +1,56 @@
-"""Static facts about a specialised kernel that backends check against device limits."""
+"""Static facts about a kernel, shared by the passes, printers and limit checks."""
 
 from __future__ import annotations
 
 from . import ir
+from .types import ScalarType
+
+
+def strides(shape: tuple[int, ...]) -> list[int]:
+    """Row-major element strides of ``shape``."""
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= n
+    return list(reversed(out))
+
+
+def trip_count(start: int, stop: int, step: int) -> int:
+    """Iterations of ``range(start, stop, step)``."""
+    return max(0, -(-(stop - start) // step))
+
+
+def nonneg(e: ir.Expr, known: frozenset[str] | set[str] = frozenset()) -> bool:
+    """Whether ``e`` is evidently >= 0 (then C and Python integer division agree);
+    ``known`` names variables known to be non-negative."""
+    if isinstance(e, ir.Const):
+        return e.value >= 0
+    if isinstance(e, ir.GlobalIndex) or (isinstance(e, ir.Var) and e.name in known):
+        return True
+    if isinstance(e, ir.Binary) and e.op in (ir.Op.ADD, ir.Op.MUL, ir.Op.DIV, ir.Op.MOD):
+        return nonneg(e.a, known) and nonneg(e.b, known)
+    return False
+
+
+def _bodies(k: ir.KernelIR) -> list[tuple[ir.Stmt, ...]]:
+    return [k.body, *(f.body for f in k.functions)]
+
+
+def uses_type(k: ir.KernelIR, t: ScalarType) -> bool:
+    """Whether any value of the kernel or of its polyfill functions has type ``t``."""
+    if any(v.type == t for v in k.locals):
+        return True
+    for f in k.functions:
+        if f.ret == t or any(v.type == t for v in (*f.params, *f.locals)):
+            return True
+    return any(e.type == t for body in _bodies(k) for e in ir.all_exprs(body))
+
+
+def calls(k: ir.KernelIR, fn: str) -> bool:
+    """Whether the kernel or one of its polyfill functions calls intrinsic ``fn``."""
+    return any(
+        isinstance(e, ir.Call) and e.fn == fn for body in _bodies(k) for e in ir.all_exprs(body)
+    )
 
 
 def loop_iterations(body: tuple[ir.Stmt, ...]) -> int | None:
@@ -17,7 +65,7 @@ def loop_iterations(body: tuple[ir.Stmt, ...]) -> int | None:
         if isinstance(s, ir.For):
             if not (isinstance(s.start, ir.Const) and isinstance(s.stop, ir.Const)):
                 return None
-            count = max(0, -(-(s.stop.value - s.start.value) // s.step))
+            count = trip_count(int(s.start.value), int(s.stop.value), s.step)
             inner = loop_iterations(s.body)
             if inner is None:
                 return None

@@ -12,6 +12,7 @@ through the intrinsics ``floordiv``/``floormod``/``truncdiv``/``truncmod`` (see 
 
 from __future__ import annotations
 
+import enum
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -50,24 +51,68 @@ class Load(Expr):
     index: Expr
 
 
-UNARY_OPS = ("neg", "not", "invert")
-ARITH_OPS = ("add", "sub", "mul", "div", "mod")
-BIT_OPS = ("bitand", "bitor", "bitxor", "shl", "shr")
-LOGIC_OPS = ("and", "or")
-COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
+class Op(str, enum.Enum):
+    """The operators of :class:`Unary` and :class:`Binary`.
+
+    A ``str`` enum, so ``e.op == "add"`` and tables keyed by the old strings keep working;
+    it prints and reprs as the string, so kernel fingerprints do not change.
+    """
+
+    NEG = "neg"
+    NOT = "not"
+    INVERT = "invert"
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    DIV = "div"
+    MOD = "mod"
+    BITAND = "bitand"
+    BITOR = "bitor"
+    BITXOR = "bitxor"
+    SHL = "shl"
+    SHR = "shr"
+    AND = "and"
+    OR = "or"
+    LT = "lt"
+    LE = "le"
+    GT = "gt"
+    GE = "ge"
+    EQ = "eq"
+    NE = "ne"
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+UNARY_OPS = (Op.NEG, Op.NOT, Op.INVERT)
+ARITH_OPS = (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD)
+BIT_OPS = (Op.BITAND, Op.BITOR, Op.BITXOR, Op.SHL, Op.SHR)
+LOGIC_OPS = (Op.AND, Op.OR)
+COMPARE_OPS = (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE)
 
 
 @dataclass(frozen=True)
 class Unary(Expr):
-    op: str  # one of UNARY_OPS
+    op: Op  # one of UNARY_OPS (a plain string is converted)
     x: Expr
+
+    def __post_init__(self) -> None:
+        if type(self.op) is not Op:
+            object.__setattr__(self, "op", Op(self.op))
 
 
 @dataclass(frozen=True)
 class Binary(Expr):
-    op: str  # ARITH_OPS, BIT_OPS, LOGIC_OPS or COMPARE_OPS
+    op: Op  # ARITH_OPS, BIT_OPS, LOGIC_OPS or COMPARE_OPS (a plain string is converted)
     a: Expr
     b: Expr
+
+    def __post_init__(self) -> None:
+        if type(self.op) is not Op:
+            object.__setattr__(self, "op", Op(self.op))
 
 
 @dataclass(frozen=True)
@@ -188,6 +233,9 @@ class KernelIR:
     body: tuple[Stmt, ...]
     source: str = ""  # "file:line" of the kernel definition
     key: str = field(default="", compare=False)
+    functions: tuple[Function, ...] = field(default=(), compare=False)
+    """Polyfill functions the body calls, callees first; filled by the lowering passes
+    (``spawnml.kernel.passes``) for one target, empty in a freshly specialised kernel."""
 
     @property
     def size(self) -> int:

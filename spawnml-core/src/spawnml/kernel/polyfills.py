@@ -1,7 +1,8 @@
 """Intrinsics written in the kernel language, for targets that lack them natively.
 
-A renderer declares which intrinsics it has; every other intrinsic a kernel calls is
-rendered from the helper below as a function of that target, so all six targets compute it
+A target declares which intrinsics it has (``TargetTraits.intrinsics``); every other
+intrinsic a kernel calls becomes, in the core lowering passes, a function of that target
+specialised from the helper below, so all six targets compute it
 from this one definition. ``_rawdiv``/``_rawmod`` (C-style division with a divisor known not
 to be 0 or -1) are available only in this module.
 """
@@ -12,6 +13,7 @@ from collections.abc import Callable
 
 from . import ir
 from .frontend import Helper, cast, cast_like, helper
+from .traits import kinds
 from .types import ScalarType, f32, u32
 
 # fmt: off
@@ -189,17 +191,8 @@ def register_polyfill(name: str, kind: str, fn: Helper) -> None:
     POLYFILLS[(name, kind)] = fn
 
 
-def _kinds(t: ScalarType) -> list[str]:
-    kinds = [t.value]
-    if t.is_float:
-        kinds += ["float", "num"]
-    elif t.is_int:
-        kinds += ["signed" if t.is_signed else "unsigned", "int", "num"]
-    return kinds
-
-
 def polyfill_for(name: str, t: ScalarType) -> Helper | None:
-    for kind in _kinds(t):
+    for kind in kinds(t):
         fn = POLYFILLS.get((name, kind))
         if fn is not None:
             return fn
@@ -211,9 +204,12 @@ def function_name(name: str, t: ScalarType) -> str:
 
 
 def required_functions(
-    body: tuple[ir.Stmt, ...], is_native: Callable[[str, ScalarType], bool]
+    body: tuple[ir.Stmt, ...],
+    is_native: Callable[[str, ScalarType], bool],
+    prepare: Callable[[ir.Function], ir.Function] | None = None,
 ) -> list[ir.Function]:
-    """Polyfill functions ``body`` needs on a target, callees before callers."""
+    """Polyfill functions ``body`` needs on a target, callees before callers; ``prepare``
+    lowers each specialised function for the target before its own calls are resolved."""
     from ..errors import KernelTypeError
     from .specialize import specialize_function
 
@@ -235,6 +231,8 @@ def required_functions(
                                           "nor defined in spawnml.kernel.polyfills")
                 visiting.add(fname)
                 fn = specialize_function(h, fname, [a.type for a in e.args])
+                if prepare is not None:
+                    fn = prepare(fn)
                 visit(fn.body)
                 visiting.discard(fname)
                 done[fname] = fn

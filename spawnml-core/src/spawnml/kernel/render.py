@@ -1,9 +1,11 @@
 """Renderer contract: specialised KernelIR -> source text for one target.
 
-``Renderer`` is the base of every target (C-like or not): it knows which intrinsics the
-target has natively and collects the polyfill functions the rest need. ``CStyleRenderer``
-(``spawnml.kernel.cstyle``) holds what C-like targets share; the Wasm backend renders the same
-tree to WAT from this base.
+``Renderer`` is the base of every target (C-like or not). A target declares its
+:class:`~spawnml.kernel.traits.TargetTraits`; :meth:`Renderer.render` runs the core
+lowering passes those traits choose (``spawnml.kernel.passes``) and prints the target-ready
+IR with :meth:`Renderer.print_kernel`, a :class:`~spawnml.kernel.visitor.Visitor`.
+``CStyleRenderer`` (``spawnml.kernel.cstyle``) holds what C-like targets share; the Wasm
+backend prints the same IR as WAT from this base.
 """
 
 from __future__ import annotations
@@ -13,39 +15,48 @@ from typing import ClassVar
 
 from ..dtypes import DType
 from . import ir
-from .polyfills import required_functions
+from .passes import Slots, lower
+from .traits import TargetTraits
 from .types import ScalarType
+from .visitor import Visitor
 
 
 def _identity_storage(dt: DType) -> DType:
     return dt
 
 
-class Renderer:
-    """Base of all targets. Subclasses set ``name`` and ``native_intrinsics``."""
+class Renderer(Visitor):
+    """Base of all targets. Subclasses set ``name`` and ``traits`` and print the IR."""
 
     name: ClassVar[str] = "abstract"
-    native_intrinsics: ClassVar[frozenset[str]] = frozenset()
-    """Intrinsics the target implements for every type the language allows."""
-    native_for: ClassVar[dict[str, frozenset[str]]] = {}
-    """Intrinsics the target implements only for some type kinds: name -> {"float", "int", ...}."""
+    traits: TargetTraits = TargetTraits("abstract")
+    """The target's facets; an instance may replace it (device-dependent f16, limits)."""
+
+    slots: Slots | None = None
+    """Set by targets with few input slots: where each input is read (``spawnml.kernel.slots``)."""
 
     def __init__(self, storage_dtype: Callable[[DType], DType] = _identity_storage) -> None:
         self.storage_dtype = storage_dtype
 
+    @property
+    def f16_arithmetic(self) -> bool:
+        return self.traits.f16_arithmetic
+
     def is_native(self, fn: str, t: ScalarType) -> bool:
-        if fn in self.native_intrinsics:
-            return True
-        kinds = self.native_for.get(fn)
-        if not kinds:
-            return False
-        kind = "float" if t.is_float else ("bool" if t == ScalarType.bool else "int")
-        signedness = "signed" if t.is_signed else "unsigned"
-        return bool({kind, t.value, signedness} & kinds)
+        return self.traits.is_native(fn, t)
+
+    def lower(self, k: ir.KernelIR) -> ir.KernelIR:
+        """``k`` through the core passes this target's traits choose (target-ready IR)."""
+        return lower(k, self.traits, self.storage_dtype, self.slots)
 
     def functions(self, k: ir.KernelIR) -> list[ir.Function]:
         """Polyfill functions the kernel needs on this target, callees first."""
-        return required_functions(k.body, self.is_native)
+        return list(self.lower(k).functions)
 
-    def render(self, k: ir.KernelIR) -> str:  # pragma: no cover - abstract
+    def render(self, k: ir.KernelIR) -> str:
+        """The complete source of one specialised kernel."""
+        return self.print_kernel(self.lower(k))
+
+    def print_kernel(self, k: ir.KernelIR) -> str:  # pragma: no cover - abstract
+        """Source text of a lowered kernel (its polyfills in ``k.functions``)."""
         raise NotImplementedError

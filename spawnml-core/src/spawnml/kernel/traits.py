@@ -1,0 +1,75 @@
+"""What a target declares about itself; the core passes (``spawnml.kernel.passes``) read it.
+
+A renderer holds one :class:`TargetTraits` value. ``intrinsics`` is the one table of native
+intrinsics: ``(name, kind) -> spelling``, where ``kind`` is a type (``"f32"``), a family
+(``"float"``, ``"signed"``, ``"unsigned"``, ``"int"``, ``"num"``) or ``"any"``; the most
+specific kind wins. An intrinsic without an entry for its argument type is a polyfill
+(``spawnml.kernel.polyfills``), expanded before printing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .types import ScalarType
+
+if TYPE_CHECKING:
+    from .rewrite import PatternMatcher
+
+
+def kinds(t: ScalarType) -> list[str]:
+    """The keys a table may use for type ``t``, most specific first."""
+    out = [t.value]
+    if t.is_float:
+        out += ["float", "num"]
+    elif t.is_int:
+        out += ["signed" if t.is_signed else "unsigned", "int", "num"]
+    return [*out, "any"]
+
+
+@dataclass(frozen=True)
+class TargetTraits:
+    """A target's facets: intrinsics, arithmetic it has, its buffers and limits."""
+
+    name: str
+    intrinsics: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    """Native intrinsics: (name, kind) -> spelling (a template of ``{0}``, ``{1}``, ``{t}``)."""
+    f16_arithmetic: bool = True
+    """False: f16 is computed as f32 and rounded (``round_f16``) on casts and f32 stores."""
+    int64: bool = True
+    """False: i64 is computed (and stored) as i32; see ``int64_constants``."""
+    int64_constants: str = "saturate"
+    """Without int64, constants beyond i32: ``"saturate"`` or ``"error"`` (refuse the kernel)."""
+    c_remainder: bool = True
+    """False: ``%`` is unreliable for negative or float operands; it becomes ``a - b*(a/b)``."""
+    nan_comparisons: bool = True
+    """False: float ``!=`` and ``bool(float)`` compile as ordered (NaN-blind): rewritten."""
+    bitcasts: Mapping[tuple[ScalarType, ScalarType], str] = field(default_factory=dict)
+    """(source, target) -> template of ``{0}``; a missing pair uses the printer's default."""
+    special_floats: Mapping[str, str] = field(default_factory=dict)
+    """Spellings of the f32 values ``"nan"``, ``"inf"`` and ``"-inf"``."""
+    buffers: str = "pointer"
+    """How inputs are reached: ``"pointer"`` (kernel arguments), ``"binding"`` (storage
+    bindings, packed when too few) or ``"texture"`` (texture units, packed when too few)."""
+    max_loop_iterations: int | None = None
+    """Loop iterations one invocation may run (Mesa llvmpipe stops shaders after 65,535)."""
+    rules: PatternMatcher | None = None
+    """The target's own rewrites, run last (tinygrad's ``extra_matcher``)."""
+
+    def native(self, fn: str, t: ScalarType) -> str | None:
+        """The spelling of intrinsic ``fn`` on an argument of type ``t``, None if polyfilled."""
+        for kind in kinds(t):
+            spelling = self.intrinsics.get((fn, kind))
+            if spelling is not None:
+                return spelling
+        return None
+
+    def is_native(self, fn: str, t: ScalarType) -> bool:
+        return self.native(fn, t) is not None
+
+
+def table(spellings: Mapping[str, str], kind: str = "any") -> dict[tuple[str, str], str]:
+    """``{name: spelling}`` as intrinsic-table entries for one kind."""
+    return {(name, kind): s for name, s in spellings.items()}
