@@ -81,6 +81,7 @@ _BIN = {
     "eq": "==",
     "ne": "!=",
 }
+_CONVERSIONS = {ir.Cast: "_rt.convert", ir.Bitcast: "_rt.bitcast"}
 ARITH = (Op.ADD, Op.SUB, Op.MUL)  # the operators of affine index forms
 _REDUCE = {
     "add": ("_np.sum", "+"),
@@ -485,11 +486,10 @@ class NumpyCodegen(Visitor):
     def visit_Select(self, e: ir.Select) -> str:
         return f"_np.where({self.expr(e.cond)}, {self.expr(e.a)}, {self.expr(e.b)})"
 
-    def visit_Cast(self, e: ir.Cast) -> str:
-        return f"_rt.convert({self.expr(e.x)}, {_NP[e.type]})"
+    def convert(self, e: ir.Cast | ir.Bitcast) -> str:
+        return f"{_CONVERSIONS[type(e)]}({self.expr(e.x)}, {_NP[e.type]})"
 
-    def visit_Bitcast(self, e: ir.Bitcast) -> str:
-        return f"_rt.bitcast({self.expr(e.x)}, {_NP[e.type]})"
+    visit_Cast = visit_Bitcast = convert
 
     def visit_Call(self, e: ir.Call) -> str:
         args = ", ".join(self.expr(a) for a in e.args)

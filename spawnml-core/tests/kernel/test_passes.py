@@ -253,3 +253,13 @@ def test_renderers_lower_before_printing():
     assert not uses_type(r.lower(k), T.f16)
     assert r.functions(k) == list(r.lower(k).functions)
     assert f32 is T.f32
+
+
+def test_renderers_declaring_natives_the_old_way_keep_them():
+    class Old(Renderer):
+        name = "old"
+        native_intrinsics = frozenset({"exp"})
+        native_for = {"sqrt": frozenset({"float"})}  # noqa: RUF012
+
+    assert Old().is_native("exp", T.i32) and Old().is_native("sqrt", T.f32)
+    assert not Old().is_native("sqrt", T.i32) and not Renderer().is_native("exp", T.f32)

@@ -10,8 +10,9 @@ backend prints the same IR as WAT from this base.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..dtypes import DType
 from . import ir
@@ -34,6 +35,20 @@ class Renderer(Visitor):
 
     slots: Slots | None = None
     """Set by targets with few input slots: where each input is read (``spawnml.kernel.slots``)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Renderers written before ``traits`` existed keep their natives: ``native_intrinsics``
+        (names), ``native_for`` (name -> kinds), C-style ``intrinsics`` (name -> template) and
+        ``typed_intrinsics`` ((name, kind) -> template) are merged into the class's traits."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__
+        legacy = {(n, "any"): n for n in own.get("native_intrinsics", ())}
+        legacy |= {(n, k): n for n, ks in own.get("native_for", {}).items() for k in ks}
+        legacy |= {(n, "any"): tpl for n, tpl in own.get("intrinsics", {}).items()}
+        legacy |= dict(own.get("typed_intrinsics", {}))
+        if legacy:
+            intrinsics = {**cls.traits.intrinsics, **legacy}
+            cls.traits = dataclasses.replace(cls.traits, name=cls.name, intrinsics=intrinsics)
 
     def __init__(self, storage_dtype: Callable[[DType], DType] = _identity_storage) -> None:
         self.storage_dtype = storage_dtype
