@@ -42,12 +42,13 @@ from .plan import NodePlan, Specialised
 
 FUSED = "fused"  # the kind and location of a step absorbed into a later one
 MAX_INPUTS = 7  # WebGPU's default maxStorageBuffersPerShaderStage (8) minus the output
-CHEAP_CALLS = frozenset({
-    "min", "max", "abs", "sign", "floor", "ceil", "trunc", "round", "isnan", "isinf",
-    "isfinite", "floordiv", "floormod", "truncdiv", "truncmod",
-})  # fmt: skip
-MAX_INLINED_IN_LOOP = 96  # expression nodes a producer may cost inside a consumer's loop
+MAX_GATHER_IN_LOOP = 32
+"""A producer read inside a consumer's loop is recomputed on every iteration (a MatMul reads
+each element of A once per column of B). Only pure gathers, one read and a little integer
+index math (Transpose, Reshape-like copies, Slice), are inlined there; anything
+costlier is cheaper materialised until tiled kernels stage it in workgroup memory."""
 MAX_INLINED = 400
+INDEX_CALLS = frozenset({"floordiv", "floormod", "truncdiv", "truncmod", "min", "max"})
 MAX_KERNEL = 20_000
 FUSABLE_DTYPES = frozenset({DType.float32, DType.int32, DType.bool})
 
@@ -156,10 +157,10 @@ def _ref_key(ref: Ref) -> object:
 
 
 def _merged(launch: _Launch) -> _Launch:
-    """Inputs that are the same buffer read once."""
+    """Inputs that are the same buffer read once; reads at the output index made direct."""
     keys = [_ref_key(r) for r in launch.inputs]
     same = [keys.index(k) for k in keys]
-    kernel = compose.merge_inputs(launch.kernel, same)
+    kernel = compose.simplify_identity_reads(compose.merge_inputs(launch.kernel, same))
     return _Launch(kernel, [launch.inputs[i] for i in sorted(set(same))], launch.output)
 
 
@@ -271,7 +272,8 @@ class Fuser:
             if isinstance(r, In) and r.index in positions
         )
         if in_loop:
-            return size <= MAX_INLINED_IN_LOOP and compose.calls(value) <= CHEAP_CALLS
+            reads = sum(1 for e in walk_expr(value) if isinstance(e, ir.Load))
+            return reads == 1 and size <= MAX_GATHER_IN_LOOP and compose.calls(value) <= INDEX_CALLS
         return size <= MAX_INLINED
 
     def _prologue(self, p: int, c: int, pu: _Unit, cu: _Unit, positions: set[int]) -> bool:

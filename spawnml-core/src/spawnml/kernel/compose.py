@@ -199,10 +199,14 @@ def _as_type(e: ir.Expr, t: ScalarType) -> ir.Expr:
 
 
 def _unique_inputs(specs: list[ir.BufferSpec]) -> tuple[ir.BufferSpec, ...]:
+    """The specs with distinct names (a repeated name gets the first free ``_<n>`` suffix)."""
+    used = {s.name for s in specs}
     seen: set[str] = set()
     out = []
-    for n, s in enumerate(specs):
-        name = s.name if s.name not in seen else f"{s.name}{n}"
+    for s in specs:
+        name, n = s.name, 1
+        while name in seen or (name != s.name and name in used):
+            name, n = f"{s.name}_{n}", n + 1
         seen.add(name)
         out.append(dataclasses.replace(s, name=name))
     return tuple(out)
@@ -299,6 +303,29 @@ def epilogue(producer: ir.KernelIR, consumer: ir.KernelIR, buffer: int, name: st
         source=f"{producer.source} -> {consumer.source}",
     )
     return _finish(k, name)
+
+
+def _gid_only(e: ir.Expr) -> bool:
+    return not any(isinstance(x, ir.Var | ir.Load) for x in ir.walk_expr(e))
+
+
+def simplify_identity_reads(k: ir.KernelIR) -> ir.KernelIR:
+    """``k`` with every read whose index math provably equals the output index (e.g. a
+    broadcast offset between equal shapes, composed through fusion) reading at
+    ``GlobalIndex`` directly, so the target does no division or modulo for it."""
+    checked: dict[ir.Expr, bool] = {}
+
+    def fn(x: ir.Expr) -> ir.Expr | None:
+        if isinstance(x, ir.Load) and not isinstance(x.index, ir.GlobalIndex):
+            if _gid_only(x.index):
+                if x.index not in checked:
+                    checked[x.index] = is_identity_index(x.index, k.size)
+                if checked[x.index]:
+                    return dataclasses.replace(x, index=ir.GlobalIndex(ScalarType.i32))
+        return None
+
+    body = map_body(k.body, fn)
+    return k if body == k.body else _finish(dataclasses.replace(k, body=body), k.name)
 
 
 def merge_inputs(k: ir.KernelIR, same: list[int]) -> ir.KernelIR:
