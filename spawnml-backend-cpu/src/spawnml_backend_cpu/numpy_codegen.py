@@ -226,45 +226,50 @@ class NumpyCodegen(Visitor):
         return "_alive" if mask is None else f"({mask} & _alive)"
 
     def stmt(self, d: int, s: ir.Stmt, mask: str | None) -> bool:
-        if isinstance(s, ir.Assign):
-            value = self.expr(s.value)
-            m = self.eff(mask)
-            name = s.var.name
-            form = self.affine(s.value) if m is None else None
-            if form is not None and (name in self.single or self.top_level):
-                self.affine_env[name] = form
-            else:
-                self.affine_env.pop(name, None)
-            if m is None:
-                self.emit(d, f"{name} = {value}")
-            else:
-                self.emit(d, f"{name} = _np.where({m}, {value}, {name})")
-            return False
-        if isinstance(s, ir.Return):
-            m = self.eff(mask)
-            value = self.expr(s.value)
-            if m is None:
-                self.emit(d, f"_res = {value}")
-                return True
-            self.emit(d, f"_res = _np.where({m}, {value}, _res)")
-            self.emit(d, f"_alive = _alive & ~{m}")
+        """Emit ``s`` at depth ``d`` for the lanes in ``mask``; True when it ends the block."""
+        return bool(self.visit(s, d, mask))
+
+    def visit_Assign(self, s: ir.Assign, d: int, mask: str | None) -> bool:
+        value = self.expr(s.value)
+        m = self.eff(mask)
+        name = s.var.name
+        form = self.affine(s.value) if m is None else None
+        if form is not None and (name in self.single or self.top_level):
+            self.affine_env[name] = form
+        else:
+            self.affine_env.pop(name, None)
+        if m is None:
+            self.emit(d, f"{name} = {value}")
+        else:
+            self.emit(d, f"{name} = _np.where({m}, {value}, {name})")
+        return False
+
+    def visit_Return(self, s: ir.Return, d: int, mask: str | None) -> bool:
+        m = self.eff(mask)
+        value = self.expr(s.value)
+        if m is None:
+            self.emit(d, f"_res = {value}")
+            return True
+        self.emit(d, f"_res = _np.where({m}, {value}, _res)")
+        self.emit(d, f"_alive = _alive & ~{m}")
+        self.alive_full = False
+        return False
+
+    def visit_If(self, s: ir.If, d: int, mask: str | None) -> bool:
+        entry_alive, entry_top = self.alive_full, self.top_level
+        self.top_level = False
+        self.if_stmt(d, s, mask, entry_alive)
+        self.top_level = entry_top
+        return False
+
+    def visit_For(self, s: ir.For, d: int, mask: str | None) -> bool:
+        entry_top = self.top_level
+        self.top_level = False
+        if any(isinstance(x, ir.Return) for x in ir.walk_stmts(s.body)):
             self.alive_full = False
-            return False
-        if isinstance(s, ir.If):
-            entry_alive, entry_top = self.alive_full, self.top_level
-            self.top_level = False
-            self.if_stmt(d, s, mask, entry_alive)
-            self.top_level = entry_top
-            return False
-        if isinstance(s, ir.For):
-            entry_top = self.top_level
-            self.top_level = False
-            if any(isinstance(x, ir.Return) for x in ir.walk_stmts(s.body)):
-                self.alive_full = False
-            self.loop(d, s, mask)
-            self.top_level = entry_top
-            return False
-        raise NotImplementedError(type(s).__name__)
+        self.loop(d, s, mask)
+        self.top_level = entry_top
+        return False
 
     def if_stmt(self, d: int, s: ir.If, mask: str | None, entry_alive: bool) -> None:
         """Branches see the lanes alive on entry: the two branches' lanes are disjoint."""

@@ -67,6 +67,8 @@ class CStyleRenderer(Renderer):
     and a few hooks (``kernel_header``, ``load``, ``store``, literal and cast spellings)."""
 
     traits: TargetTraits = TargetTraits("c", intrinsics=LIBM)
+    intrinsics: ClassVar[dict[str, str]] = {name: tpl for (name, _), tpl in LIBM.items()}
+    """``LIBM`` by name, for subclasses written before ``traits`` (``{**intrinsics, ...}``)."""
     type_names: ClassVar[dict[ScalarType, str]] = {
         ScalarType.bool: "bool", ScalarType.i32: "int", ScalarType.u32: "unsigned int",
         ScalarType.i64: "long long", ScalarType.f16: "half", ScalarType.f32: "float",

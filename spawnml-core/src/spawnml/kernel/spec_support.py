@@ -112,16 +112,19 @@ _PY_BINOP = {
     ast.BitXor: operator.xor,
 }
 _IR_BINOP = {
-    ast.Add: "add",
-    ast.Sub: "sub",
-    ast.Mult: "mul",
-    ast.LShift: "shl",
-    ast.RShift: "shr",
-    ast.BitAnd: "bitand",
-    ast.BitOr: "bitor",
-    ast.BitXor: "bitxor",
+    ast.Add: ir.Op.ADD,
+    ast.Sub: ir.Op.SUB,
+    ast.Mult: ir.Op.MUL,
+    ast.LShift: ir.Op.SHL,
+    ast.RShift: ir.Op.SHR,
+    ast.BitAnd: ir.Op.BITAND,
+    ast.BitOr: ir.Op.BITOR,
+    ast.BitXor: ir.Op.BITXOR,
 }
-_CMP = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
+_CMP = {
+    ast.Lt: ir.Op.LT, ast.LtE: ir.Op.LE, ast.Gt: ir.Op.GT, ast.GtE: ir.Op.GE, ast.Eq: ir.Op.EQ,
+    ast.NotEq: ir.Op.NE,
+}
 _PY_CMP = {
     "lt": operator.lt,
     "le": operator.le,

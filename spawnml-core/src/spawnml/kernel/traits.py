@@ -31,7 +31,7 @@ def kinds(t: ScalarType) -> list[str]:
 
 @dataclass(frozen=True)
 class TargetTraits:
-    """A target's facets: intrinsics, arithmetic it has, its buffers and limits."""
+    """A target's facets: its intrinsics, the arithmetic it has, spellings, its buffers."""
 
     name: str
     intrinsics: Mapping[tuple[str, str], str] = field(default_factory=dict)
@@ -52,9 +52,9 @@ class TargetTraits:
     """Spellings of the f32 values ``"nan"``, ``"inf"`` and ``"-inf"``."""
     buffers: str = "pointer"
     """How inputs are reached: ``"pointer"`` (kernel arguments), ``"binding"`` (storage
-    bindings, packed when too few) or ``"texture"`` (texture units, packed when too few)."""
-    max_loop_iterations: int | None = None
-    """Loop iterations one invocation may run (Mesa llvmpipe stops shaders after 65,535)."""
+    bindings, packed when too few) or ``"texture"`` (texture units, packed when too few).
+    Device limits (slots, ``max_loop_iterations``) are the backend's capabilities, checked
+    by ``Backend.compile`` and the slot assignment (``spawnml.kernel.slots``)."""
     rules: PatternMatcher | None = None
     """The target's own rewrites, run last (tinygrad's ``extra_matcher``)."""
 
