@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -62,3 +64,63 @@ class CPUBackend(Backend):
 
     def launch(self, program: NumpyProgram, output: Buffer, inputs: Sequence[Buffer]) -> None:
         program.run(output.handle, [b.handle for b in inputs])
+
+    device_timing = "synchronous"
+
+    def bind(
+        self, program: NumpyProgram, output: Buffer, inputs: Sequence[Buffer]
+    ) -> Callable[[], None]:
+        """The launch with its typed views, chunk grids and output slices made once."""
+        k, fn = program.kernel, program.fn
+        n = k.output.size
+        if n == 0:
+            return _nothing
+        out_dt = k.output.dtype.numpy
+        out = output.handle[: n * out_dt.itemsize].view(out_dt)
+        ins = [b.handle[: s.size * s.dtype.numpy.itemsize].view(s.dtype.numpy)
+               for b, s in zip(inputs, k.inputs)]  # fmt: skip
+        shape = k.output.shape
+        if not shape:
+
+            def scalar() -> None:
+                with np.errstate(all="ignore"):
+                    out[0] = fn(out, ins, (), (), ())
+
+            return scalar
+        axis, rows = program.axis, program.rows
+        chunks = [_chunk(out, shape, axis, lead, r0, min(shape[axis], r0 + rows))
+                  for lead in itertools.product(*(range(d) for d in shape[:axis]))
+                  for r0 in range(0, shape[axis], rows)]  # fmt: skip
+
+        def run() -> None:
+            with np.errstate(all="ignore"):
+                for grid, ranges, counts, target in chunks:
+                    target[...] = fn(out, ins, grid, ranges, counts)
+
+        return run
+
+
+def _nothing() -> None:
+    pass
+
+
+def _chunk(out: np.ndarray, shape: Sequence[int], axis: int, lead: tuple[int, ...], r0: int,
+           r1: int) -> tuple:  # fmt: skip
+    """One chunk's index grids, ranges, counts and output slice (as NumpyProgram._chunk)."""
+    grid, ranges, counts = [], [], []
+    for d in range(len(shape)):
+        sh = [1] * len(shape)
+        if d < axis:
+            start, count = lead[d], 1
+        elif d == axis:
+            start, count = r0, r1 - r0
+        else:
+            start, count = 0, shape[d]
+        sh[d] = count
+        grid.append(np.arange(start, start + count, dtype=np.int32).reshape(sh))
+        ranges.append((start, count, 1))
+        counts.append(count)
+    strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
+    flat0 = sum(r[0] * s for r, s in zip(ranges, strides))
+    target = out[flat0 : flat0 + math.prod(counts)].reshape(counts)
+    return tuple(grid), tuple(ranges), tuple(counts), target

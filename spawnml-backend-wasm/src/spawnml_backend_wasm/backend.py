@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -126,6 +126,13 @@ class WasmBackend(Backend):
     def launch(self, program: Program, output: Buffer, inputs: Sequence[Buffer]) -> None:
         addresses = [output.handle[0]] + [b.handle[0] for b in inputs]
         self.runtime.run(program, addresses)
+
+    device_timing = "synchronous"
+
+    def bind(
+        self, program: Program, output: Buffer, inputs: Sequence[Buffer]
+    ) -> Callable[[], None]:
+        return self.runtime.bind(program, [output.handle[0]] + [b.handle[0] for b in inputs])
 
     def close(self) -> None:
         super().close()

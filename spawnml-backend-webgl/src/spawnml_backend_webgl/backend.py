@@ -7,7 +7,7 @@ feedback on llvmpipe, see README.md). GL queues draws; reads wait for them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,6 +191,45 @@ class WebGLBackend(Backend):
             output.handle.swap(target)
             target.release()
 
+    # -- recorded plans ----------------------------------------------------------------------
+    def bind(
+        self, program: WebGLProgram, output: Buffer, inputs: Sequence[Buffer]
+    ) -> Callable[[], None]:
+        """The draw with its checks, texture units and viewport resolved once (textures and
+        framebuffers are read from the handles per draw: an aliased launch swaps them).
+        Packed inputs and an input that is the output keep the per-launch path."""
+        k, plan = program.kernel, program.plan
+        handles: list[TextureBuffer] = [b.handle for b in inputs]
+        if plan.packed or any(h is output.handle for h in handles):
+            return super().bind(program, output, inputs)
+        if len(inputs) != len(k.inputs):
+            raise BackendError(f"webgl: {k.name} takes {len(k.inputs)} inputs, got {len(inputs)}")
+        for buffer, spec in zip((output, *inputs), (k.output, *k.inputs), strict=True):
+            if buffer.nbytes < spec.size * 4:
+                raise InvalidInputError(
+                    f"webgl: {k.name} needs {spec.size} words for {spec.name!r}; its buffer "
+                    f"holds {buffer.nbytes} bytes"
+                )
+        import moderngl
+
+        return _Draw(self, [(unit, handles[slot]) for unit, slot in enumerate(plan.direct)],
+                     output.handle, (0, 0, self.layout.width, self.layout.rows(k.size)),
+                     program.vao, moderngl.TRIANGLES)  # fmt: skip
+
+    def sequence(self, bound: Sequence[Callable[[], None]]) -> Callable[[], None]:
+        draws = tuple(bound)
+        if len(draws) < 2 or not all(isinstance(d, _Draw) for d in draws):
+            return super().sequence(draws)
+        current = self._current
+        calls = tuple(d.draw for d in draws)  # type: ignore[attr-defined]
+
+        def run() -> None:
+            ctx = current()  # one make-current check for the whole run
+            for draw in calls:
+                draw(ctx)
+
+        return run
+
     def _pack_inputs(self, plan: SlotPlan, handles: list[TextureBuffer]) -> None:
         ctx = self.ctx
         if self._packer is None:
@@ -221,3 +260,26 @@ class WebGLBackend(Backend):
             self._pack.release()
         self.ctx.release()
         self._egl.release()
+
+
+class _Draw:
+    """One bound draw: input textures to units, render into the output over a viewport."""
+
+    __slots__ = ("backend", "units", "target", "viewport", "vao", "mode")
+
+    def __init__(self, backend: WebGLBackend, units: list[tuple[int, TextureBuffer]],
+                 target: TextureBuffer, viewport: tuple[int, int, int, int], vao: Any,
+                 mode: int) -> None:  # fmt: skip
+        self.backend, self.units, self.target = backend, units, target
+        self.viewport, self.vao, self.mode = viewport, vao, mode
+
+    def draw(self, ctx: Any) -> None:
+        for unit, handle in self.units:
+            handle.texture.use(unit)
+        framebuffer = self.target.framebuffer(ctx)
+        framebuffer.use()
+        framebuffer.viewport = self.viewport
+        self.vao.render(mode=self.mode, vertices=3)
+
+    def __call__(self) -> None:
+        self.draw(self.backend._current())

@@ -7,7 +7,7 @@ place on the queue timeline, so every write first submits the open batch it must
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,6 +236,44 @@ class WebGPUBackend(Backend):
                 )
         return handle
 
+    # ------------------------------------------------------------------ recorded plans
+    def bind(
+        self, program: Program, output: Buffer, inputs: Sequence[Buffer]
+    ) -> Callable[[], None]:
+        """The bind group made once; consecutive bound dispatches are encoded in one compute
+        pass (``sequence``). Launches needing scratch copies (packed inputs, an input that is
+        the output) keep the per-launch path."""
+        if len(inputs) != program.n_inputs:
+            raise InvalidInputError(
+                f"webgpu: kernel {program.name} takes {program.n_inputs} inputs, got {len(inputs)}"
+            )
+        resources = []
+        for binding in program.layout.inputs:
+            handle = inputs[binding.members[0].input].handle
+            if binding.packed or handle is output.handle:
+                return super().bind(program, output, inputs)
+            resources.append(handle)
+        resources.append(output.handle)
+        with self.ctx.lock:
+            group = self.ctx.device.create_bind_group(
+                layout=program.bind_group_layout,
+                entries=[
+                    {"binding": n, "resource": {"buffer": buf, "offset": 0,
+                                                "size": min(buf.size, self.max_binding)}}
+                    for n, buf in enumerate(resources)
+                ],
+            )  # fmt: skip
+        return _Dispatches(self, [(program.pipeline, group, tuple(program.layout.grid))])
+
+    def sequence(self, bound: Sequence[Callable[[], None]]) -> Callable[[], None]:
+        parts: list[Callable[[], None]] = []
+        for call in bound:
+            if isinstance(call, _Dispatches) and parts and isinstance(parts[-1], _Dispatches):
+                parts[-1] = _Dispatches(self, [*parts[-1].items, *call.items])
+            else:
+                parts.append(call)
+        return super().sequence(parts)
+
     # ------------------------------------------------------------------ batching
     def _encoder(self) -> Any:
         if self.ctx.encoder is None:
@@ -265,3 +303,50 @@ class WebGPUBackend(Backend):
     def close(self) -> None:
         self.synchronize()
         super().close()
+
+
+try:  # wgpu-py's native calls, without the per-call argument handling of its methods
+    from wgpu.backends.wgpu_native._api import ffi as _ffi, libf as _libf
+except ImportError:  # pragma: no cover - another wgpu-py backend or layout
+    _libf = None
+
+
+class _Dispatches:
+    """Bound dispatches (pipeline, bind group, grid) encoded into one compute pass of the
+    open batch; a pipeline set once for a run of dispatches that share it."""
+
+    __slots__ = ("backend", "items", "__dict__")
+
+    def __init__(self, backend: WebGPUBackend, items: list[tuple[Any, Any, tuple]]) -> None:
+        self.backend = backend
+        self.items = items
+
+    def __call__(self) -> None:
+        backend = self.backend
+        ctx = backend.ctx
+        with ctx.lock:
+            cpass = backend._encoder().begin_compute_pass()
+            last = None
+            if _libf is not None:
+                raw = cpass._internal
+                set_pipeline = _libf.wgpuComputePassEncoderSetPipeline
+                set_group = _libf.wgpuComputePassEncoderSetBindGroup
+                dispatch = _libf.wgpuComputePassEncoderDispatchWorkgroups
+                null = _ffi.NULL
+                for pipeline, group, (x, y, z) in self.items:
+                    if pipeline is not last:
+                        set_pipeline(raw, pipeline._internal)
+                        last = pipeline
+                    set_group(raw, 0, group._internal, 0, null)
+                    dispatch(raw, x, y, z)
+            else:
+                for pipeline, group, grid in self.items:
+                    if pipeline is not last:
+                        cpass.set_pipeline(pipeline)
+                        last = pipeline
+                    cpass.set_bind_group(0, group)
+                    cpass.dispatch_workgroups(*grid)
+            cpass.end()
+            ctx.launches += len(self.items)
+            if ctx.launches >= MAX_BATCH:
+                backend._submit()
