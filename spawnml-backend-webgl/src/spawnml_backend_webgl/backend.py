@@ -192,6 +192,15 @@ class WebGLBackend(Backend):
             target.release()
 
     # -- recorded plans ----------------------------------------------------------------------
+    device_timing = "queries"
+
+    def _timer(self) -> Any:
+        """A reusable GL timer query (EXT_disjoint_timer_query) for profiles."""
+        query = self.__dict__.get("_timer_query")
+        if query is None:
+            query = self.__dict__["_timer_query"] = self._current().query(time=True)
+        return query
+
     def bind(
         self, program: WebGLProgram, output: Buffer, inputs: Sequence[Buffer]
     ) -> Callable[[], None]:
@@ -283,3 +292,11 @@ class _Draw:
 
     def __call__(self) -> None:
         self.draw(self.backend._current())
+
+    def profiled(self) -> float:
+        """Draw once inside a GL timer query; the device time it reports, in seconds."""
+        ctx = self.backend._current()
+        query = self.backend._timer()
+        with query:
+            self.draw(ctx)
+        return query.elapsed * 1e-9

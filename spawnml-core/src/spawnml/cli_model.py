@@ -194,6 +194,14 @@ def cmd_run(args: argparse.Namespace, table: Table) -> int:
         want = _peer(args.model, args.compare)(feeds)
         print(f"\ncompared with {args.compare}:")
         print(table(_errors(outputs, want, names), ["output", "max abs err", "max rel err"]))
+    if args.profile:
+        prof = sess.profile(feeds, runs=args.profile)
+        print(f"\nprofile ({args.profile} runs after the first; kernels by total time):")
+        print(prof.table(limit=args.profile_rows, sort="time"))
+        if args.json:
+            with open(args.json, "w") as f:
+                f.write(prof.json())
+            print(f"profile written to {args.json}")
     if args.benchmark:
         times = sorted(_time(lambda: sess.run(None, feeds), args.benchmark))
         p90 = times[min(len(times) - 1, math.ceil(0.9 * len(times)) - 1)]
@@ -287,6 +295,12 @@ def add_commands(sub: Any, table: Table) -> None:
     p.add_argument("--input", action="append", metavar="NAME=FILE.npy")
     p.add_argument("--compare", metavar="onnxruntime|BACKEND")
     p.add_argument("--benchmark", type=int, metavar="N", default=0)
+    p.add_argument("--profile", type=int, nargs="?", const=10, default=0, metavar="N",
+                   help="profile N runs (default 10) per kernel: nodes, backend, time, bytes, "
+                   "launches per run, host vs device time")  # fmt: skip
+    p.add_argument("--profile-rows", type=int, default=40, metavar="N",
+                   help="kernels shown in the profile table (slowest first; JSON has all)")
+    p.add_argument("--json", metavar="FILE", help="write the profile as JSON (with --profile)")
     p.set_defaults(func=lambda a: cmd_run(a, table))
     p = sub.add_parser("bench", help="time models on several backends side by side")
     p.add_argument("models", nargs="+")

@@ -11,9 +11,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+MEASURED = frozenset({"events", "timestamps", "queries"})  # timed by the device itself
 DEVICE_TIMING = {
     "events": "measured by the device (OpenCL profiling events)",
     "timestamps": "measured by the device (WebGPU timestamp queries)",
+    "queries": "measured by the device (GL timer queries, EXT_disjoint_timer_query)",
     "synchronous": "kernels run on the calling thread: device time is each launch call's "
     "time, its call overhead included",
     "synchronize": "not measured by the device: each launch is followed by synchronize and "

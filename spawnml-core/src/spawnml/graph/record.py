@@ -509,7 +509,7 @@ class Recording:
         return out
 
     def _profiled(self, profile: Profile) -> None:
-        from ..profile import KernelRow
+        from ..profile import MEASURED, KernelRow
 
         clock = time.perf_counter
         for group in self.groups:
@@ -546,7 +546,7 @@ class Recording:
                         call, device = 0.0, t1 - t0
                     else:
                         call, device = t1 - t0, t2 - t1
-                    if method in ("events", "timestamps"):
+                    if method in MEASURED:
                         profile.timing[backend.name] = "synchronize"
                 profile.add(("rec", launch.key), lambda x=launch: _launch_row(x), call, device,
                             launch.nbytes, 1)  # fmt: skip
