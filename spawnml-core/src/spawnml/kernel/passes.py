@@ -169,10 +169,8 @@ def lower(
         lowered = _round_returns(lowered, storage_dtype)
     lowered = rewrite_kernel(lowered, fixes)
 
-    def prepare(f: ir.Function) -> ir.Function:
-        f = rewrite_function(f, types)
-        if not traits.f16_arithmetic or not traits.int64:
-            f = dataclasses.replace(f, ret=_lowered_type(f.ret, traits))
+    def prepare(f: ir.Function) -> ir.Function:  # a polyfill goes through the same passes
+        f = dataclasses.replace(rewrite_function(f, types), ret=_lowered_type(f.ret, traits))
         return rewrite_function(f, fixes)
 
     functions = required_functions(lowered.body, traits.is_native, prepare=prepare)
