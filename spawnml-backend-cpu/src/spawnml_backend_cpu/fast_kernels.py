@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
 from spawnml.dtypes import DType
 from spawnml.graph.fusion import fused_activation
-from spawnml.op import BackendKernel, Node, TensorInfo
+from spawnml.op import BackendKernel, Node, TensorInfo, kernel_attributes
 from spawnml.tensor import DeviceTensor
 
 from . import fast_conv, fast_pool, fast_window
@@ -91,11 +91,12 @@ def _sigmoid_inplace(y: np.ndarray) -> None:
 
 
 class CpuKernel(BackendKernel):
-    """Base: float32, static shapes; subclasses implement ``build`` over numpy arrays."""
+    """Base: float32, static shapes; subclasses implement ``build`` over numpy arrays and
+    declare their domain (BackendKernel: opsets, attributes; ``dtype_inputs``)."""
 
     backend = "cpu"
     dtypes: ClassVar[frozenset[DType]] = frozenset({DType.float32})
-    float_inputs: ClassVar[tuple[int, ...] | None] = None  # None: every present input
+    attributes: ClassVar[Mapping[str, Any] | None] = kernel_attributes()  # none unless declared
     handles_fused_activation: ClassVar[bool] = True
     """``prepare`` applies an activation fused into the node by graph.fusion (FUSED_ATTR)..."""
     applies_activation: ClassVar[bool] = False
@@ -104,15 +105,9 @@ class CpuKernel(BackendKernel):
     def supports(
         self, node: Node, inputs: Sequence[TensorInfo | None], outputs: Sequence[TensorInfo]
     ) -> bool:
-        if not enabled():
+        if not enabled() or self.outside_domain(node, inputs, outputs) is not None:
             return False
-        checked = [
-            info
-            for i, info in enumerate(inputs)
-            if info is not None and (self.float_inputs is None or i in self.float_inputs)
-        ]
-        infos = [*checked, *outputs]
-        if not all(i.is_static and i.dtype in self.dtypes for i in infos):
+        if not all(i.is_static for i in [*inputs, *outputs] if i is not None):
             return False
         return self.accepts(node, inputs, outputs)
 
@@ -174,6 +169,9 @@ def _known(values: Sequence[np.ndarray | None], i: int) -> np.ndarray | None:
 
 class Conv(CpuKernel):
     op_type = "Conv"
+    since_version = 1  # one epoch (Conv 11 only documents auto_pad)
+    attributes = kernel_attributes("auto_pad", "dilations", "group", "kernel_shape", "pads",
+                                   "strides")
     applies_activation = True
 
     def accepts(self, node, inputs, outputs) -> bool:
@@ -210,6 +208,9 @@ def _auto_pad(node: Node) -> str:
 
 
 class _Pool(CpuKernel):
+    since_version = 1  # later epochs add ceil_mode/dilations/count_include_pad, all handled
+    POOL = ("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides")
+
     def accepts(self, node, inputs, outputs) -> bool:
         single = len([o for o in node.outputs if o]) == 1  # no MaxPool Indices
         return single and len(inputs[0].shape or ()) >= 3
@@ -228,6 +229,7 @@ class _Pool(CpuKernel):
 
 class MaxPool(_Pool):
     op_type = "MaxPool"
+    attributes = kernel_attributes(*_Pool.POOL, "storage_order")  # only affects Indices (refused)
 
     def build(self, node, inputs, outputs, values) -> Compute:
         win = self.geometry(node, inputs[0])
@@ -236,6 +238,7 @@ class MaxPool(_Pool):
 
 class AveragePool(_Pool):
     op_type = "AveragePool"
+    attributes = kernel_attributes(*_Pool.POOL, "count_include_pad")
 
     def build(self, node, inputs, outputs, values) -> Compute:
         win = self.geometry(node, inputs[0])
@@ -246,6 +249,7 @@ class AveragePool(_Pool):
 
 class GlobalAveragePool(CpuKernel):
     op_type = "GlobalAveragePool"
+    since_version = 1
 
     def build(self, node, inputs, outputs, values) -> Compute:
         axes = tuple(range(2, len(inputs[0].shape)))
@@ -254,6 +258,7 @@ class GlobalAveragePool(CpuKernel):
 
 class GlobalMaxPool(CpuKernel):
     op_type = "GlobalMaxPool"
+    since_version = 1
 
     def build(self, node, inputs, outputs, values) -> Compute:
         axes = tuple(range(2, len(inputs[0].shape)))
@@ -262,6 +267,8 @@ class GlobalMaxPool(CpuKernel):
 
 class Gemm(CpuKernel):
     op_type = "Gemm"
+    since_version = 7  # Gemm 1-6: the ``broadcast`` attribute decides how C broadcasts
+    attributes = kernel_attributes("alpha", "beta", "transA", "transB")
 
     def build(self, node, inputs, outputs, values) -> Compute:
         alpha = np.float32(node.attrs.get("alpha", 1.0))
@@ -284,6 +291,7 @@ class Gemm(CpuKernel):
 
 class MatMul(CpuKernel):
     op_type = "MatMul"
+    since_version = 1
 
     def build(self, node, inputs, outputs, values) -> Compute:
         return lambda a, out: np.matmul(a[0], a[1], out=out[0])
@@ -293,6 +301,8 @@ class BatchNormalization(CpuKernel):
     """Inference-mode BatchNormalization as one multiply-add with folded per-channel terms."""
 
     op_type = "BatchNormalization"
+    since_version = 7  # 6: is_test; inference statistics only (training_mode=0)
+    attributes = kernel_attributes("epsilon", "momentum", spatial=(1,), training_mode=(0,))
 
     def accepts(self, node, inputs, outputs) -> bool:
         one_output = len([o for o in node.outputs if o]) == 1
@@ -320,6 +330,7 @@ class BatchNormalization(CpuKernel):
 
 
 class _Unary(CpuKernel):
+    since_version = 6  # 1-5: consumed_inputs
     fn: ClassVar[Callable[[np.ndarray, np.ndarray], Any]]
 
     def build(self, node, inputs, outputs, values) -> Compute:
@@ -351,6 +362,7 @@ class Erf(_Unary):
     numpy has no erf ufunc."""
 
     op_type = "Erf"
+    since_version = 9
 
     @staticmethod
     def fn(x: np.ndarray, y: np.ndarray) -> None:
@@ -364,6 +376,7 @@ class Erf(_Unary):
 
 
 class _Binary(CpuKernel):
+    since_version = 7  # 1-6: ``broadcast``/``axis`` attributes, not numpy broadcasting
     ufunc: ClassVar[np.ufunc]
 
     def build(self, node, inputs, outputs, values) -> Compute:
@@ -391,7 +404,9 @@ class Clip(CpuKernel):
     """Clip with min/max from attributes (opset < 11) or inputs (constant or not)."""
 
     op_type = "Clip"
-    float_inputs = (0, 1, 2)
+    since_version = 6  # 6-10: min/max attributes; 11+: inputs (both handled in build)
+    attributes = kernel_attributes("min", "max")
+    dtype_inputs = (0, 1, 2)
 
     def build(self, node, inputs, outputs, values) -> Compute:
         if node.opset and node.opset < 11:
@@ -413,7 +428,12 @@ class Clip(CpuKernel):
 
 
 class Softmax(CpuKernel):
+    """Both epochs: < 13 coerces the input to 2-D at ``axis`` (default 1), 13+ normalises
+    along ``axis`` (default -1)."""
+
     op_type = "Softmax"
+    since_version = 1
+    attributes = kernel_attributes("axis")
 
     def build(self, node, inputs, outputs, values) -> Compute:
         shape = inputs[0].shape
@@ -438,6 +458,8 @@ class Concat(CpuKernel):
     """Any stored dtype: one ``np.concatenate`` into the output buffer."""
 
     op_type = "Concat"
+    since_version = 4  # 1-3: ``axis`` optional (default 1)
+    attributes = kernel_attributes("axis")
     dtypes = frozenset(DType) - {DType.bfloat16}
 
     def accepts(self, node, inputs, outputs) -> bool:

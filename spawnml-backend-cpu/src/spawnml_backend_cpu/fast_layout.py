@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from spawnml.dtypes import DType
+from spawnml.op import kernel_attributes
 
 from .fast_kernels import Arrays, Compute, CpuKernel, _known
 
@@ -20,6 +21,8 @@ def _text(value: object, default: str) -> str:
 
 class Transpose(CpuKernel):
     op_type = "Transpose"
+    since_version = 1
+    attributes = kernel_attributes("perm")
     dtypes = frozenset(DType) - {DType.bfloat16}
 
     def build(self, node, inputs, outputs, values) -> Compute:
@@ -30,6 +33,8 @@ class Transpose(CpuKernel):
 
 class Concat(CpuKernel):
     op_type = "Concat"
+    since_version = 4  # 1-3: ``axis`` optional (default 1)
+    attributes = kernel_attributes("axis")
     dtypes = Transpose.dtypes
 
     def accepts(self, node, inputs, outputs) -> bool:
@@ -45,11 +50,9 @@ class Pad(CpuKernel):
     negative pads crop first."""
 
     op_type = "Pad"
-    float_inputs = (0, 2)
-
-    def accepts(self, node, inputs, outputs) -> bool:
-        mode = _text(node.attrs.get("mode"), "constant")
-        return bool(node.opset) and node.opset >= 11 and mode in ("constant", "reflect", "edge")
+    since_version = 11  # 1-10: pads/value attributes; 18 adds the axes input (handled)
+    attributes = kernel_attributes(mode=("constant", "reflect", "edge"))  # 19's "wrap": portable
+    dtype_inputs = (0, 2)
 
     def build(self, node, inputs, outputs, values) -> Compute:
         rank = len(inputs[0].shape)
@@ -127,7 +130,17 @@ class Resize(CpuKernel):
     antialias (separable: one lerp per resized axis)."""
 
     op_type = "Resize"
-    float_inputs = (0,)
+    since_version = 11  # 10: scales is input 1 and no roi
+    attributes = kernel_attributes(
+        "cubic_coeff_a",  # read by mode "cubic" only
+        mode=("nearest", "linear"),
+        coordinate_transformation_mode=_TRANSFORMS,
+        nearest_mode=_ROUNDING,
+        exclude_outside=(0,),
+        antialias=(0,),
+        keep_aspect_ratio_policy=("stretch",),
+    )  # axes and extrapolation_value (tf_crop_and_resize): portable
+    dtype_inputs = (0,)
 
     def accepts(self, node, inputs, outputs) -> bool:
         a = node.attrs

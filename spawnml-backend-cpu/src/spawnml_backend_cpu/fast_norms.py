@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from spawnml.op import kernel_attributes
+
 from .fast_kernels import Arrays, Compute, CpuKernel
 
 
@@ -18,6 +20,8 @@ def _normalise(x: np.ndarray, axes: tuple[int, ...], eps: float, y: np.ndarray) 
 
 class InstanceNormalization(CpuKernel):
     op_type = "InstanceNormalization"
+    since_version = 6  # 1-5: consumed_inputs
+    attributes = kernel_attributes("epsilon")
 
     def accepts(self, node, inputs, outputs) -> bool:
         return len(inputs[0].shape) >= 3
@@ -41,6 +45,8 @@ class LayerNormalization(CpuKernel):
     """Opset 17 LayerNormalization, Y only (Mean/InvStdDev outputs go portable)."""
 
     op_type = "LayerNormalization"
+    since_version = 17
+    attributes = kernel_attributes("axis", "epsilon", stash_type=(1,))
 
     def accepts(self, node, inputs, outputs) -> bool:
         single = len([o for o in node.outputs if o]) == 1

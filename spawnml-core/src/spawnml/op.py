@@ -13,8 +13,9 @@ compile-time constants.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -224,18 +225,83 @@ class OpCase:
     n_outputs: int = 1
 
 
+ANY = None
+"""In ``BackendKernel.attributes``: any value of that attribute is implemented."""
+
+
 class BackendKernel:
     """A backend-specific implementation of an op (e.g. BLAS convolution on cpu), tried
-    before the portable lowering; registered with ``spawnml_register_kernels``."""
+    before the portable lowering; registered with ``spawnml_register_kernels``.
+
+    A kernel declares the domain it implements; placement uses it only inside that domain
+    and runs the op's portable lowering outside it, and the conformance suite holds it to
+    the op's reference on every opset epoch the domain covers
+    (:mod:`spawnml.opset_history`):
+
+    * ``since_version`` / ``until_version`` (exclusive): the opsets implemented. Left
+      ``None``, the range is the op's *latest epoch* only (the versions since its
+      attributes, inputs or defaults last changed): a kernel written against today's spec
+      is never applied to an older meaning it may not know (Softmax < 13 coerces to 2-D).
+      An open ``until_version`` covers future opsets, which the conformance suite checks.
+    * ``dtypes``: the element types of the outputs and of the inputs in ``dtype_inputs``
+      (None: every present input); ``None``: any.
+    * ``attributes``: attribute name -> the values implemented (a collection) or ``ANY``;
+      a node with an attribute not named here is outside the domain. ``None``: any
+      attribute (a kernel that declares nothing keeps checking in ``supports``).
+
+    ``supports`` then checks what a declaration cannot state (shapes, value combinations).
+    """
 
     backend: ClassVar[str]
     domain: ClassVar[str] = ""
     op_type: ClassVar[str]
+    since_version: ClassVar[int | None] = None
+    until_version: ClassVar[int | None] = None
+    dtypes: ClassVar[frozenset[DType] | None] = None
+    dtype_inputs: ClassVar[tuple[int, ...] | None] = None
+    attributes: ClassVar[Mapping[str, Collection[Any] | None] | None] = None
+
+    @classmethod
+    def opset_range(cls) -> tuple[int, int | None]:
+        """The declared opsets, or the op's latest epoch when none are declared."""
+        if cls.since_version is not None:
+            return cls.since_version, cls.until_version
+        from .opset_history import latest_epoch
+
+        return latest_epoch(cls.domain, cls.op_type) or (1, cls.until_version)
+
+    def outside_domain(
+        self, node: Node, inputs: Sequence[TensorInfo | None], outputs: Sequence[TensorInfo]
+    ) -> str | None:
+        """Why the node is outside the declared domain (None: inside it)."""
+        since, until = self.opset_range()
+        if node.opset and (node.opset < since or (until is not None and node.opset >= until)):
+            last = "" if until is None else f"..{until - 1}"
+            return f"opset {node.opset} outside the kernel's opsets {since}{last}"
+        if self.dtypes is not None:
+            checked = [
+                info for i, info in enumerate(inputs)
+                if info is not None and (self.dtype_inputs is None or i in self.dtype_inputs)
+            ]  # fmt: skip
+            for info in [*checked, *outputs]:
+                if info is not None and info.dtype not in self.dtypes:
+                    return f"dtype {info.dtype} outside the kernel's dtypes"
+        if self.attributes is not None:
+            for name, value in node.attrs.items():
+                if name.startswith("_"):
+                    continue  # set by spawnml's graph passes (e.g. a fused activation)
+                if name not in self.attributes:
+                    return f"attribute {name!r} outside the kernel's attributes"
+                allowed = self.attributes[name]
+                if allowed is not None and _attr_value(value) not in allowed:
+                    return f"attribute {name}={value!r} outside the kernel's values"
+        return None
 
     def supports(
         self, node: Node, inputs: Sequence[TensorInfo | None], outputs: Sequence[TensorInfo]
     ) -> bool:
-        """Whether this kernel handles the node with these dtypes/shapes/attributes."""
+        """Whether this kernel handles the node with these dtypes/shapes/attributes
+        (called only inside the declared domain)."""
         return True
 
     def prepare(
@@ -248,3 +314,20 @@ class BackendKernel:
     ) -> Any:
         """A callable ``run(inputs: list[DeviceTensor | None], outputs: list[DeviceTensor])``."""
         raise NotImplementedError
+
+
+def kernel_attributes(*names: str, **values: Collection[Any]) -> Mapping[str, Any]:
+    """A read-only ``BackendKernel.attributes``: ``names`` with any value, ``values`` with
+    the values listed (``kernel_attributes("axis", mode=("constant", "edge"))``)."""
+    found: dict[str, Collection[Any] | None] = dict.fromkeys(names)
+    found.update({k: tuple(v) for k, v in values.items()})
+    return MappingProxyType(found)
+
+
+def _attr_value(value: Any) -> Any:
+    """An attribute value in a hashable, comparable form (bytes -> str, lists -> tuples)."""
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return tuple(_attr_value(v) for v in value)
+    return value

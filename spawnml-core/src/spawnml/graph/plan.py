@@ -132,6 +132,10 @@ def place_node(
                 fused = FUSED_ATTR in node.attrs
                 if fused and not getattr(kernel, "handles_fused_activation", False):
                     break  # this backend kernel sees plain nodes only
+                # Outside its declared domain (opsets, dtypes, attributes) a kernel is never
+                # asked: the portable lowering below is the op's meaning there.
+                if kernel.outside_domain(node, step.inputs, step.outputs) is not None:
+                    continue
                 if kernel.supports(node, step.inputs, step.outputs):
                     step.run = kernel.prepare(backend, node, step.inputs, step.outputs, step.values)
                     step.location, step.kind = backend.name, "kernel"
