@@ -14,7 +14,7 @@ from spawnml.dtypes import DType
 from spawnml.kernel.ir import KernelIR
 from spawnml.probing import cpu_model
 
-from .executor import NumpyProgram, compile_numpy
+from .executor import NumpyProgram, NumpyRenderer
 
 
 class CPUBackend(Backend):
@@ -56,11 +56,13 @@ class CPUBackend(Backend):
     def _read(self, handle: np.ndarray, nbytes: int) -> np.ndarray:
         return handle[:nbytes].copy()
 
-    def compile(self, kernel: KernelIR) -> NumpyProgram:
-        program = self._programs.get(kernel.key)
-        if program is None:
-            program = self._programs[kernel.key] = compile_numpy(kernel)
-        return program
+    source_suffix = "py"
+
+    def renderer_for(self, kernel: KernelIR) -> NumpyRenderer:
+        return NumpyRenderer()
+
+    def build(self, kernel: KernelIR, source: str, renderer: NumpyRenderer) -> NumpyProgram:
+        return renderer.program(kernel, source)
 
     def launch(self, program: NumpyProgram, output: Buffer, inputs: Sequence[Buffer]) -> None:
         program.run(output.handle, [b.handle for b in inputs])

@@ -9,12 +9,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from spawnml.kernel import dump, ir
-from spawnml.kernel.passes import lower
+from spawnml.kernel.render import Renderer
 from spawnml.kernel.traits import TargetTraits, table
 from spawnml.kernel.types import ScalarType
 
 from . import runtime_support
-from .numpy_codegen import NATIVE, NumpyCodegen
+from .numpy_codegen import NATIVE, Generated, NumpyCodegen
 
 _LANE_BUDGET = 1 << 21  # elements per temporary array (lanes x vectorised loop iterations)
 _MAX_LANES = 1 << 22
@@ -84,23 +84,47 @@ class NumpyProgram:
         out[flat0 : flat0 + size].reshape(cs)[...] = res
 
 
+class NumpyRenderer(Renderer):
+    """KernelIR -> the numpy source of one kernel (``render``), then the program (``program``).
+
+    numpy computes every type natively, so the core passes only expand the polyfills of the
+    intrinsics it lacks (those not in ``NATIVE``)."""
+
+    name = "numpy"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.generated: Generated | None = None
+
+    @property  # type: ignore[override]
+    def traits(self) -> TargetTraits:
+        return TargetTraits("cpu", intrinsics=table(dict.fromkeys(NATIVE, "numpy")))
+
+    def print_kernel(self, k: ir.KernelIR) -> str:
+        self.generated = NumpyCodegen(k, list(k.functions)).render()
+        header = f"# kernel {k.name} ({k.source}) specialised as {k.key}\n"
+        return header + self.generated.source
+
+    def program(self, kernel: ir.KernelIR, source: str) -> NumpyProgram:
+        """The rendered ``source`` executed into a program (with the constants it names)."""
+        gen = self.generated
+        assert gen is not None, "render the kernel first"
+        namespace: dict[str, object] = {"_np": np, "_rt": runtime_support}
+        for t in ScalarType:
+            namespace[f"_dt_{t.value}"] = t.numpy
+        for name, (t, value) in ((name, key) for name, key in gen.constants.items()):
+            namespace[name] = (
+                t.numpy.type(eval(value))
+                if value not in ("nan", "inf", "-inf")
+                else t.numpy.type(float(value))
+            )
+        exec(compile(source, f"<spawnml kernel {kernel.key}>", "exec"), namespace)
+        return NumpyProgram(kernel, source, namespace["kernel"], gen.max_trip)
+
+
 def compile_numpy(kernel: ir.KernelIR) -> NumpyProgram:
     """Generate, dump (``SPAWNML_DUMP_KERNELS``) and compile a kernel's numpy code."""
-    # numpy computes every type natively; the intrinsics it lacks become polyfill functions
-    traits = TargetTraits("cpu", intrinsics=table(dict.fromkeys(NATIVE, "numpy")))
-    lowered = lower(kernel, traits)
-    gen = NumpyCodegen(lowered, list(lowered.functions)).render()
-    header = f"# kernel {kernel.name} ({kernel.source}) specialised as {kernel.key}\n"
-    source = header + gen.source
+    renderer = NumpyRenderer()
+    source = renderer.render(kernel)
     dump.write("cpu", kernel, source, "py")
-    namespace: dict[str, object] = {"_np": np, "_rt": runtime_support}
-    for t in ScalarType:
-        namespace[f"_dt_{t.value}"] = t.numpy
-    for name, (t, value) in ((name, key) for name, key in gen.constants.items()):
-        namespace[name] = (
-            t.numpy.type(eval(value))
-            if value not in ("nan", "inf", "-inf")
-            else t.numpy.type(float(value))
-        )
-    exec(compile(source, f"<spawnml kernel {kernel.key}>", "exec"), namespace)
-    return NumpyProgram(kernel, source, namespace["kernel"], gen.max_trip)
+    return renderer.program(kernel, source)
