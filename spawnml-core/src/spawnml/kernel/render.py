@@ -48,7 +48,8 @@ class Renderer(Visitor):
         legacy |= dict(own.get("typed_intrinsics", {}))
         if legacy:
             intrinsics = {**cls.traits.intrinsics, **legacy}
-            cls.traits = dataclasses.replace(cls.traits, name=cls.name, intrinsics=intrinsics)
+            name = own.get("name", cls.traits.name)
+            cls.traits = dataclasses.replace(cls.traits, name=name, intrinsics=intrinsics)
 
     def __init__(self, storage_dtype: Callable[[DType], DType] = _identity_storage) -> None:
         self.storage_dtype = storage_dtype
