@@ -201,3 +201,39 @@ def test_fused_kernel_inputs_get_distinct_names():
     specs = [BufferSpec(n, DType.float32, (2,)) for n in ("b", "b_1", "b", "x", "b")]
     names = [s.name for s in _unique_inputs(specs)]
     assert len(set(names)) == 5 and names[:2] == ["b", "b_1"]
+
+
+def test_fusion_reads_through_reshape_views(backend):
+    # MatMul -> Reshape -> Add(bias) fuses as an epilogue, Transpose -> Reshape -> MatMul
+    # as a prologue: a view has its source's flat layout. The view r2 is also a graph
+    # output in the second model, so there the Transpose stays.
+    rng = _rng(6)
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [4, 6])
+    nodes = [
+        helper.make_node("MatMul", ["a", "w"], ["p"], name="mm"),
+        helper.make_node("Reshape", ["p", "shape"], ["r"], name="view"),
+        helper.make_node("Add", ["r", "bias"], ["q"], name="add"),
+        helper.make_node("Transpose", ["q"], ["t"], perm=[1, 0], name="tr"),
+        helper.make_node("Reshape", ["t", "shape2"], ["r2"], name="view2"),
+        helper.make_node("MatMul", ["r2", "w2"], ["y"], name="mm2"),
+    ]
+    inits = {
+        "w": rng.standard_normal((4, 6)).astype(np.float32),
+        "bias": rng.standard_normal(6).astype(np.float32),
+        "shape2": np.array([4, 6], np.int64),
+        "w2": rng.standard_normal((6, 3)).astype(np.float32),
+    }
+    feeds = {"a": rng.standard_normal((2, 2, 4)).astype(np.float32)}
+
+    def model(outputs):
+        m = make_model(nodes, [("a", F, [2, 2, 4])], outputs, inits)
+        m.graph.initializer.append(shape)
+        return m
+
+    session, got, ref = _run(model([("y", F, [4, 3])]), feeds, backend)
+    _close(got, ref)
+    assert _launches(session) == 2
+    assert session.placement().fused["view2"] == "tr+view2+mm2"
+    session, got, ref = _run(model([("y", F, [4, 3]), ("r2", F, [4, 6])]), feeds, backend)
+    _close(got, ref)
+    assert _launches(session) == 3

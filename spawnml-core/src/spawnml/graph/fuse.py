@@ -197,19 +197,37 @@ class Fuser:
                 return i
         return None
 
-    def _fusable_value(self, name: str, consumer: int) -> int | None:
-        """The producing step of ``name`` when it may be fused into step ``consumer``."""
+    def _single_use(self, name: str, reader: int) -> int | None:
+        """The step producing ``name`` when ``reader`` is its only reader and it is neither
+        kept (graph output, subgraph read) nor a constant."""
         if not name or name in self.keep or name in self.spec.consts:
             return None
         p = self._producer(name)
-        if p is None or self._readers(name) != [consumer]:
+        return p if p is not None and self._readers(name) == [reader] else None
+
+    def _fusable_value(self, name: str, consumer: int) -> tuple[int, int | None] | None:
+        """``(producer, view)``: the step computing ``name`` when it may be fused into step
+        ``consumer``. ``view`` is the step in between when ``name`` is a reshape-like view of
+        the producer's output (a view has the producer's flat layout, so flat reads of the
+        view read the producer's elements)."""
+        p = self._single_use(name, consumer)
+        if p is None:
             return None
+        view, produced = None, name
+        step = self.steps[p]
+        if step.kind == "portable" and step.aliases and not step.run.steps:
+            if [n for n in step.node.outputs if n] != [name] or 0 not in step.aliases:
+                return None
+            produced = step.node.inputs[step.aliases[0]]
+            view, p = p, self._single_use(produced, p)
+            if p is None:
+                return None
         prod, cons = self.steps[p], self.steps[consumer]
         if prod.kind != "portable" or prod.location != cons.location or prod.aliases:
             return None
         if not (self._planned_inputs(prod) and self._planned_inputs(cons)):
             return None
-        if [o for o in prod.node.outputs if o] != [name] or prod.node.outputs[0] != name:
+        if [o for o in prod.node.outputs if o] != [produced] or prod.node.outputs[0] != produced:
             return None
         info = prod.outputs[0]
         backend = self.backends[prod.location]
@@ -217,7 +235,7 @@ class Fuser:
             info.dtype is not DType.bool and backend.storage_dtype(info.dtype) is not info.dtype
         ):
             return None
-        return p
+        return p, view
 
     def _planned_inputs(self, step: NodePlan) -> bool:
         """Whether every input has the shape planned for it (none comes from a step whose
@@ -239,17 +257,17 @@ class Fuser:
     def _fuse_into(self, c: int) -> bool:
         cons = self.steps[c]
         for name in dict.fromkeys(n for n in cons.node.inputs if n):
-            p = self._fusable_value(name, c)
-            if p is None:
+            found = self._fusable_value(name, c)
+            if found is None:
                 continue
             try:
-                if self._try(p, c, name):
+                if self._try(*found, c, name):
                     return True
             except (KernelError, SpawnMLError):
                 continue  # e.g. a device limit: this pair stays two kernels
         return False
 
-    def _try(self, p: int, c: int, name: str) -> bool:
+    def _try(self, p: int, view: int | None, c: int, name: str) -> bool:
         prod, cons = self.steps[p], self.steps[c]
         pu, cu = _unit(prod), _unit(cons)
         if not _simple(pu, writes_out_last=True) or not _simple(cu, writes_out_last=False):
@@ -258,9 +276,9 @@ class Fuser:
         last = pu.launches[-1]
         value = compose.value_expr(last.kernel)
         if value is not None and self._inline_ok(value, cu, positions):
-            return self._prologue(p, c, pu, cu, positions)
+            return self._prologue(p, c, pu, cu, positions, view)
         if len(cu.launches) == 1 and not cu.temps and len(cons.node.outputs) == 1:
-            return self._epilogue(p, c, pu, cu, positions)
+            return self._epilogue(p, c, pu, cu, positions, view)
         return False
 
     def _inline_ok(self, value: Any, cu: _Unit, positions: set[int]) -> bool:
@@ -276,7 +294,9 @@ class Fuser:
             return reads == 1 and size <= MAX_GATHER_IN_LOOP and compose.calls(value) <= INDEX_CALLS
         return size <= MAX_INLINED
 
-    def _prologue(self, p: int, c: int, pu: _Unit, cu: _Unit, positions: set[int]) -> bool:
+    def _prologue(
+        self, p: int, c: int, pu: _Unit, cu: _Unit, positions: set[int], view: int | None
+    ) -> bool:
         prod, cons = self.steps[p], self.steps[c]
         names = _Inputs()
         early = [
@@ -296,9 +316,11 @@ class Fuser:
             out = la.output if isinstance(la.output, Out) else Tmp(la.output.index + base)
             launches.append(_merged(_Launch(kernel, refs, out)))
         unit = _Unit(launches, [*pu.temps, *cu.temps])
-        return self._replace(p, c, unit, names, cons.node.outputs, cons.outputs)
+        return self._replace(p, c, unit, names, cons.node.outputs, cons.outputs, view)
 
-    def _epilogue(self, p: int, c: int, pu: _Unit, cu: _Unit, positions: set[int]) -> bool:
+    def _epilogue(
+        self, p: int, c: int, pu: _Unit, cu: _Unit, positions: set[int], view: int | None
+    ) -> bool:
         prod, cons = self.steps[p], self.steps[c]
         la = _merged(cu.launches[0])
         reads = _reads(la, positions)
@@ -324,15 +346,16 @@ class Fuser:
         refs += [names.ref(cons, r, 0) for k, r in enumerate(la.inputs) if k != b]
         launches.append(_merged(_Launch(kernel, refs, Out(0))))
         unit = _Unit(launches, list(pu.temps))
-        return self._replace(p, c, unit, names, cons.node.outputs, cons.outputs)
+        return self._replace(p, c, unit, names, cons.node.outputs, cons.outputs, view)
 
     def _name(self, prod: NodePlan, cons: NodePlan) -> str:
         nodes = [*_members(prod), *_members(cons)]
-        return compose.fused_name([n.name or n.op_type for n in nodes])
+        return compose.fused_name([n.name or n.op_type for n in nodes if n.op_type])
 
     def _replace(
         self, p: int, c: int, unit: _Unit, names: _Inputs, outputs: list[str],
         out_infos: list[TensorInfo],
+        view: int | None = None,
     ) -> bool:
         prod, cons = self.steps[p], self.steps[c]
         backend = self.backends[cons.location]
@@ -342,7 +365,8 @@ class Fuser:
         if any(compose.body_size(la.kernel.body) > MAX_KERNEL for la in unit.launches):
             return False
         run = PreparedLowering(backend, _lowering(unit), names.infos, out_infos)
-        members = [*_members(prod), *_members(cons)]
+        between = [] if view is None else _members(self.steps[view])
+        members = [*_members(prod), *between, *_members(cons)]
         node = Node(
             "+".join(n.op_type for n in members), list(names.names), list(outputs), {},
             "+".join(n.name or n.op_type for n in members), "spawnml.fused", cons.node.opset,
@@ -356,6 +380,10 @@ class Fuser:
             if hasattr(old.run, "close"):
                 old.run.close()
         self.steps[p] = dataclasses.replace(prod, kind=FUSED, location=FUSED, run=None)
+        if view is not None:
+            self.steps[view] = dataclasses.replace(
+                self.steps[view], kind=FUSED, location=FUSED, run=None
+            )
         self.steps[c] = fused
         self.fusions += 1
         return True

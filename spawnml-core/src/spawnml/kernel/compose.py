@@ -297,7 +297,9 @@ def epilogue(producer: ir.KernelIR, consumer: ir.KernelIR, buffer: int, name: st
     k = dataclasses.replace(
         producer,
         inputs=_unique_inputs(inputs),
-        output=consumer.output,
+        # the consumer's element type in the producer's shape: the producer's index math
+        # decomposes its own output shape (the sizes are equal, views may differ in shape)
+        output=dataclasses.replace(consumer.output, shape=producer.output.shape),
         locals=(*producer.locals, held),
         body=rewrite(producer.body),
         source=f"{producer.source} -> {consumer.source}",
