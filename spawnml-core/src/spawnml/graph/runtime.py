@@ -425,15 +425,19 @@ class _Execution:
         mine += [
             v for n, v in self.values.items() if n in self.owned and isinstance(v, DeviceTensor)
         ]
+        taken: dict[int, DeviceTensor] = {}  # owner -> the wanted view that took its buffer
         for view in wanted:
             owner = view._owner if isinstance(view, DeviceTensor) else None
-            if owner is None or owner.closed or any(owner is w for w in wanted):
+            if owner is None or any(owner is w for w in wanted):
                 continue
-            if any(owner is m for m in mine):
+            if id(owner) in taken:  # a second view of the same buffer: view the first
+                view._owner = taken[id(owner)]
+            elif not owner.closed and any(owner is m for m in mine):
                 buffer = owner.buffer
                 owner._buffer = None  # detached, not freed: the view owns it now
                 view._owner = None
                 view._buffer = buffer
+                taken[id(owner)] = view
         for tensor in mine:
             if not any(tensor is w for w in wanted):
                 tensor.close()
