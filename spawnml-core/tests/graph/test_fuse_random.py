@@ -7,13 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from graph_helpers import F, make_model
-from onnx import helper
+from onnx import TensorProto, helper
 
 from spawnml import InferenceSession, get_available_backends
 
 ort = pytest.importorskip("onnxruntime")
 BACKENDS = [b for b in ("cpu", "opencl", "wasm") if b in get_available_backends()]
-SEEDS = 16
+SEEDS = 24
 UNARY = ["Relu", "Sigmoid", "Neg", "Abs", "Tanh", "Exp"]
 BINARY = ["Add", "Mul", "Sub", "Max"]
 
@@ -28,7 +28,7 @@ def random_graph(seed: int):
         # mostly chains (what fuses), sometimes a second reader of an older value
         src = list(values)[-1] if rng.random() < 0.6 else str(rng.choice(list(values)))
         shape = values[src]
-        kind = rng.integers(0, 6)
+        kind = rng.integers(0, 10)
         if kind == 0:
             op = str(rng.choice(UNARY))
             nodes.append(helper.make_node(op, [src], [name], name=f"{op}{n}"))
@@ -55,11 +55,29 @@ def random_graph(seed: int):
             inits[f"w{n}"] = rng.standard_normal((k, 4)).astype(np.float32)
             nodes.append(helper.make_node("MatMul", [src, f"w{n}"], [name], name=f"M{n}"))
             shape = (*shape[:-1], 4)
-        else:
+        elif kind == 5:
             nodes.append(helper.make_node("ReduceSum", [src, f"a{n}"], [name], keepdims=1,
                                           name=f"S{n}"))  # fmt: skip
             inits[f"a{n}"] = np.array([-1], np.int64)
             shape = (*shape[:-1], 1)
+        elif kind == 6:
+            nodes.append(helper.make_node("Softmax", [src], [name], axis=-1, name=f"X{n}"))
+        elif kind == 7:
+            same = [v for v, s in values.items() if s == shape]
+            other = str(rng.choice(same))
+            nodes.append(helper.make_node("Concat", [src, other], [name], axis=-1, name=f"C{n}"))
+            shape = (*shape[:-1], 2 * shape[-1])
+        elif kind == 8:  # an int32 and a bool intermediate: Where(x > 0, Cast(Cast(x)), x)
+            nodes += [
+                helper.make_node("Cast", [src], [f"{name}i"], to=TensorProto.INT32, name=f"I{n}"),
+                helper.make_node("Cast", [f"{name}i"], [f"{name}f"], to=F, name=f"J{n}"),
+                helper.make_node("Greater", [src, f"z{n}"], [f"{name}b"], name=f"G{n}"),
+                helper.make_node("Where", [f"{name}b", f"{name}f", src], [name], name=f"W{n}"),
+            ]
+            inits[f"z{n}"] = np.float32(0.25)
+        else:
+            nodes.append(helper.make_node("Sqrt", [src], [f"{name}s"], name=f"Q{n}"))
+            nodes.append(helper.make_node("Abs", [f"{name}s"], [name], name=f"B{n}"))
         values[name] = shape
     produced = [v for v in values if v != "x"]
     outs = {produced[-1]} | {str(v) for v in rng.choice(produced, 1)}
