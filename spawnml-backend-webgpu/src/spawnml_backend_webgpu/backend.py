@@ -265,6 +265,22 @@ class WebGPUBackend(Backend):
             )  # fmt: skip
         return _Dispatches(self, [(program.pipeline, group, tuple(program.layout.grid))])
 
+    @property
+    def device_timing(self) -> str:  # type: ignore[override]
+        return "timestamps" if "timestamp-query" in self.ctx.device.features else "synchronize"
+
+    def _timestamps(self) -> tuple[Any, Any]:
+        """A query set of two timestamps and the buffer it resolves into (profiles)."""
+        found = self.__dict__.get("_timestamp_query")
+        if found is None:
+            usage = self._wgpu.BufferUsage
+            device = self.ctx.device
+            found = self.__dict__["_timestamp_query"] = (
+                device.create_query_set(type=self._wgpu.QueryType.timestamp, count=2),
+                device.create_buffer(size=16, usage=usage.QUERY_RESOLVE | usage.COPY_SRC),
+            )
+        return found
+
     def sequence(self, bound: Sequence[Callable[[], None]]) -> Callable[[], None]:
         parts: list[Callable[[], None]] = []
         for call in bound:
@@ -350,3 +366,29 @@ class _Dispatches:
             ctx.launches += len(self.items)
             if ctx.launches >= MAX_BATCH:
                 backend._submit()
+
+    def profiled(self) -> float | None:
+        """Run the dispatches alone in a pass with timestamp writes; the device time
+        between the pass's start and end, in seconds (None without timestamp-query)."""
+        backend = self.backend
+        if backend.device_timing != "timestamps":
+            self()
+            backend.synchronize()
+            return None
+        ctx, (queries, resolved) = backend.ctx, backend._timestamps()
+        with ctx.lock:
+            backend._submit()
+            encoder = ctx.device.create_command_encoder()
+            cpass = encoder.begin_compute_pass(timestamp_writes={
+                "query_set": queries, "beginning_of_pass_write_index": 0,
+                "end_of_pass_write_index": 1,
+            })  # fmt: skip
+            for pipeline, group, grid in self.items:
+                cpass.set_pipeline(pipeline)
+                cpass.set_bind_group(0, group)
+                cpass.dispatch_workgroups(*grid)
+            cpass.end()
+            encoder.resolve_query_set(queries, 0, 2, resolved, 0)
+            ctx.device.queue.submit([encoder.finish()])
+            stamps = np.frombuffer(ctx.device.queue.read_buffer(resolved, 0, 16), np.uint64)
+        return float(stamps[1] - stamps[0]) * 1e-9  # nanoseconds (WebGPU's unit)

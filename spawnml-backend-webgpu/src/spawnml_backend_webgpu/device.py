@@ -76,7 +76,8 @@ def _pick_adapter(power_preference: str) -> Any:
 
 def create_device(adapter: Any) -> Any:
     """A device with shader-f16 when offered and the adapter's best values of our limits."""
-    features = [f for f in ("shader-f16",) if f in adapter.features]
+    # timestamp-query: profiles time kernels on the device (WebGPUBackend.device_timing).
+    features = [f for f in ("shader-f16", "timestamp-query") if f in adapter.features]
     limits = {name: adapter.limits[name] for name in _WANTED_LIMITS if name in adapter.limits}
     return adapter.request_device_sync(required_features=features, required_limits=limits)
 

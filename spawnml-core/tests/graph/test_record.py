@@ -142,8 +142,9 @@ def test_device_tensor_feeds_are_bound_and_rebound(backend: str) -> None:
                 np.testing.assert_allclose(g, _ort(model, {"x": x})[0], rtol=1e-4, atol=1e-5)
             # The same tensor with new contents (written in place) gives the new answer.
             b.upload(xs[1], feeds[2].buffer)
-            np.testing.assert_allclose(sess.run(None, {"x": feeds[2]})[0],
-                                       _ort(model, {"x": xs[1]})[0], rtol=1e-4, atol=1e-5)  # fmt: skip
+            want = _ort(model, {"x": xs[1]})[0]
+            np.testing.assert_allclose(sess.run(None, {"x": feeds[2]})[0], want, rtol=1e-4,
+                                       atol=1e-5)  # fmt: skip
             # Host feeds after device feeds: a separate recording, still right.
             np.testing.assert_allclose(sess.run(None, {"x": xs[0]})[0], got[0], rtol=1e-6)
         finally:
@@ -240,6 +241,10 @@ def test_profile_reports_kernels_nodes_and_times(backend: str) -> None:
         assert 0 < data["device_s"] <= data["run_s"]
         assert data["host_s"] == pytest.approx(data["run_s"] - data["device_s"])
         assert backend in data["device_timing"]
+        # The replayed run's launches are timed by the device where it can.
+        expected = {"cpu": "synchronous", "wasm": "synchronous", "opencl": "events",
+                    "webgl": "queries", "webgpu": get_backend(backend).device_timing}  # fmt: skip
+        assert data["device_timing"][backend]["method"] == expected.get(backend, "synchronize")
         table = prof.table()
         assert "launches per run" in table and "det" in table and backend in table
         assert sess.profile(reset=True) is prof and sess.profile().runs == 0

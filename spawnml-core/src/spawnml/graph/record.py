@@ -533,10 +533,13 @@ class Recording:
                 assert launch.bound is not None
                 measured = getattr(launch.bound, "profiled", None)
                 t0 = clock()
-                if measured is not None:
-                    device = measured()
+                device = measured() if measured is not None else None
+                if device is not None:
                     t1 = clock()
                     call = max(t1 - t0 - device, 0.0)
+                elif measured is not None:  # not measured after all: launch + synchronize
+                    call, device = 0.0, clock() - t0
+                    profile.timing[backend.name] = "synchronize"
                 else:
                     launch.bound()
                     t1 = clock()
