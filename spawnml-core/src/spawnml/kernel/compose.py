@@ -20,50 +20,21 @@ from collections.abc import Callable
 import numpy as np
 
 from . import ir
+from .rewrite import PatternMatcher, rewrite, rewrite_body
 from .types import ScalarType
 
 ExprFn = Callable[[ir.Expr], ir.Expr | None]
 
 
 def map_expr(e: ir.Expr, fn: ExprFn) -> ir.Expr:
-    """Rebuild ``e`` bottom-up; ``fn`` returns a replacement for a node, or None to keep it."""
-    if isinstance(e, ir.Load):
-        e = dataclasses.replace(e, index=map_expr(e.index, fn))
-    elif isinstance(e, ir.Unary | ir.Cast | ir.Bitcast):
-        e = dataclasses.replace(e, x=map_expr(e.x, fn))
-    elif isinstance(e, ir.Binary):
-        e = dataclasses.replace(e, a=map_expr(e.a, fn), b=map_expr(e.b, fn))
-    elif isinstance(e, ir.Select):
-        e = dataclasses.replace(
-            e, cond=map_expr(e.cond, fn), a=map_expr(e.a, fn), b=map_expr(e.b, fn)
-        )
-    elif isinstance(e, ir.Call):
-        e = dataclasses.replace(e, args=tuple(map_expr(a, fn) for a in e.args))
-    found = fn(e)
-    return e if found is None else found
+    """Rebuild ``e`` bottom-up; ``fn`` returns a replacement for a node (not revisited), or
+    None to keep it. One pass of the core rewriter (``kernel.rewrite``)."""
+    return rewrite(e, PatternMatcher([(ir.Expr, fn)], once=True))
 
 
 def map_body(body: tuple[ir.Stmt, ...], fn: ExprFn) -> tuple[ir.Stmt, ...]:
     """Every expression of every statement of ``body`` rebuilt with ``map_expr``."""
-    out: list[ir.Stmt] = []
-    for s in body:
-        if isinstance(s, ir.Assign):
-            out.append(dataclasses.replace(s, value=map_expr(s.value, fn)))
-        elif isinstance(s, ir.Return):
-            out.append(dataclasses.replace(s, value=map_expr(s.value, fn)))
-        elif isinstance(s, ir.If):
-            out.append(dataclasses.replace(
-                s, cond=map_expr(s.cond, fn), then=map_body(s.then, fn),
-                orelse=map_body(s.orelse, fn),
-            ))
-        elif isinstance(s, ir.For):
-            out.append(dataclasses.replace(
-                s, start=map_expr(s.start, fn), stop=map_expr(s.stop, fn),
-                body=map_body(s.body, fn),
-            ))
-        else:  # pragma: no cover - every statement kind is listed above
-            raise NotImplementedError(type(s).__name__)
-    return tuple(out)
+    return rewrite_body(body, PatternMatcher([(ir.Expr, fn)], once=True))
 
 
 def size_of(e: ir.Expr) -> int:
