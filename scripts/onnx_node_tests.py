@@ -3,6 +3,14 @@
 onnx.backend adapter over InferenceSession and write docs/onnx-node-tests.md.
 
     .venv/bin/python scripts/onnx_node_tests.py --backend cpu [--write] [--only Relu,Add]
+        [--models cpu,opencl,webgpu,webgl,wasm [--reuse-models]]
+
+``--models`` also runs the model cases of the wheel (the nine ``light`` zoo models, as
+shipped and with random weights, against onnxruntime; ``simple``, ``pytorch-converted``,
+``pytorch-operator`` against their data sets) on each backend named, and adds their counts
+(tests/models/test_onnx_model_cases.py holds them); each backend's results are saved to
+``build/onnx-model-tests.<backend>.json``, which ``--reuse-models`` reads instead of
+running again.
 
 The document records the pass count and every case that does not pass, with its reason,
 grouped by op; its ``threshold`` line is what tests/graph/test_onnx_node_tests.py asserts
@@ -12,6 +20,7 @@ grouped by op; its ``threshold`` line is what tests/graph/test_onnx_node_tests.p
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -20,9 +29,10 @@ from pathlib import Path
 
 import onnx
 
-from spawnml.testing.onnx_session_tests import run_all
+from spawnml.testing.onnx_session_tests import CaseResult, run_all
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "onnx-node-tests.md"
+BUILD = Path(__file__).resolve().parents[1] / "build"
 # Cases whose expected outputs are random draws: no implementation can reproduce them.
 RANDOM_OUTPUTS = ("test_bernoulli",)
 
@@ -65,11 +75,60 @@ def render(backend: str, results: list, seconds: float) -> str:
     return "\n".join(lines)
 
 
+def model_results(backend: str, reuse: bool) -> list[CaseResult]:
+    from spawnml.testing.onnx_model_tests import run_models
+
+    saved = BUILD / f"onnx-model-tests.{backend}.json"
+    if reuse and saved.exists():
+        return [CaseResult(**r) for r in json.loads(saved.read_text())]
+    results = run_models(backend)
+    BUILD.mkdir(exist_ok=True)
+    saved.write_text(json.dumps([r.__dict__ for r in results], indent=1))
+    return results
+
+
+def render_models(by_backend: dict[str, list[CaseResult]]) -> str:
+    from spawnml.testing.onnx_model_tests import KINDS
+
+    kinds = ["light", *KINDS]
+    lines = [
+        "## Model cases of the wheel, per backend",
+        "",
+        "`light`: the nine zoo models of `onnx/backend/test/data/light` (opset 9), each as",
+        "shipped (placeholder weights) and with seeded random weights, against onnxruntime",
+        "(rtol 1e-3, atol 1e-5); the others against their shipped data sets with each case's",
+        "own rtol/atol. Run by `scripts/onnx_node_tests.py --models ...`.",
+        "",
+        "| backend | " + " | ".join(kinds) + " |",
+        "|---|" + "---|" * len(kinds),
+    ]
+    for backend, results in by_backend.items():
+        cells = []
+        for kind in kinds:
+            rs = [r for r in results if r.group == kind]
+            cells.append(f"{sum(r.status == 'pass' for r in rs)}/{len(rs)}")
+        lines.append(f"| {backend} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for backend, results in by_backend.items():
+        bad = [r for r in results if r.status != "pass"]
+        if not bad:
+            continue
+        lines += [f"### {backend}: not passing ({len(bad)})", ""]
+        for r in bad:
+            detail = r.detail.replace("|", "\\|").replace("\n", " ")[:240]
+            lines.append(f"- `{r.name}` ({r.group}) — {r.status}: {detail}")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", default="cpu")
     parser.add_argument("--only", help="comma-separated op types or case names")
     parser.add_argument("--write", action="store_true", help=f"write {DOC.name}")
+    parser.add_argument("--models", help="comma-separated backends to run the model cases on")
+    parser.add_argument("--reuse-models", action="store_true",
+                        help="read build/onnx-model-tests.<backend>.json instead of running")
     args = parser.parse_args()
     logging.disable(logging.WARNING)  # fallback summaries would drown the report
     only = set(args.only.split(",")) if args.only else None
@@ -81,8 +140,16 @@ def main() -> int:
         if r.status in ("fail", "error", "timeout"):
             print(f"{r.status:8s} {r.name}: {r.detail[:200]}")
     print(f"{args.backend}: {dict(counts)} in {seconds:.1f} s")
+    models = {}
+    for backend in (args.models.split(",") if args.models else []):
+        models[backend] = model_results(backend, args.reuse_models)
+        found = Counter(r.status for r in models[backend])
+        print(f"{backend} model cases: {dict(found)}")
     if args.write:
-        DOC.write_text(render(args.backend, results, seconds) + "\n")
+        text = render(args.backend, results, seconds)
+        if models:
+            text += "\n" + render_models(models)
+        DOC.write_text(text + "\n")
         print(f"wrote {DOC}")
     return 0
 

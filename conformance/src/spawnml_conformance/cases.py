@@ -249,7 +249,10 @@ def edge_variants(op: OpDef, case: ConformanceCase) -> list[ConformanceCase]:
 def generate(op: OpDef, *, onnx_seeds: bool = True) -> list[ConformanceCase]:
     """Every case for ``op``: seeds, their dtype variants, and edge variants of the seeds
     and of their float16 variants (edge variants of ONNX seeds only where the op has no
-    seeds of its own, to keep the count proportional)."""
+    seeds of its own, to keep the count proportional); then every seed again at the first
+    opset of each other epoch of the op (``opset_cases``: where its semantics differ)."""
+    from .opset_cases import opset_cases
+
     own = declared_cases(op) + domain_cases(op)
     onnx = onnx_seed_cases(op) if onnx_seeds else []
     out: list[ConformanceCase] = []
@@ -264,6 +267,7 @@ def generate(op: OpDef, *, onnx_seeds: bool = True) -> list[ConformanceCase]:
             for v in variants:
                 if v.variant == "float16":
                     out.extend(edge_variants(op, v))
+    out.extend(opset_cases(op, own + onnx))
     seen: set[str] = set()
     unique = []
     for c in out:

@@ -409,8 +409,9 @@ class Clip(CpuKernel):
     dtype_inputs = (0, 1, 2)
 
     def build(self, node, inputs, outputs, values) -> Compute:
-        if node.opset and node.opset < 11:
-            lo, hi = node.attrs.get("min", -np.inf), node.attrs.get("max", np.inf)
+        if node.opset and node.opset < 11:  # attribute defaults: the float32 range, not inf
+            big = float(np.finfo(np.float32).max)
+            lo, hi = node.attrs.get("min", -big), node.attrs.get("max", big)
             bounds = (np.float32(lo), np.float32(hi))
         else:
             bounds = None
@@ -441,7 +442,7 @@ class Softmax(CpuKernel):
         axis = int(node.attrs.get("axis", 1 if legacy else -1)) % len(shape)
         if legacy:
             rows = int(np.prod(shape[:axis], dtype=np.int64))
-            view, axis = (rows, -1), 1
+            view, axis = (rows, int(np.prod(shape[axis:], dtype=np.int64))), 1
         else:
             view = shape
 

@@ -95,7 +95,8 @@ _TRANSFORMS = {
     "pytorch_half_pixel": lambda o, s, i, n: (o + 0.5) / s - 0.5 if n > 1 else 0.0 * o,
     "asymmetric": lambda o, s, i, n: o / s,
     "tf_half_pixel_for_nn": lambda o, s, i, n: (o + 0.5) / s,
-    "align_corners": lambda o, s, i, n: o * (i - 1) / (n - 1) if n > 1 else 0.0 * o,
+    # the resized length is in_size * scale, unfloored (onnx.reference, onnxruntime)
+    "align_corners": lambda o, s, i, n: o * (i - 1) / (i * s - 1) if n > 1 else 0.0 * o,
 }
 _ROUNDING = {
     "round_prefer_floor": lambda x: np.ceil(x - 0.5),

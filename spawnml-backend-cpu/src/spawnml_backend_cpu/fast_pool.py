@@ -73,7 +73,7 @@ def _separable(taps: FlatTaps, combine: np.ufunc) -> np.ndarray:
 
 
 def max_pool(x: np.ndarray, win: Window, out: np.ndarray) -> None:
-    _combine_taps(x, win, -np.inf, np.maximum, out)
+    _combine_taps(x, win, -np.inf, np.fmax, out)  # NaN taps skipped, as the reference
 
 
 def avg_pool(x: np.ndarray, win: Window, counts: np.ndarray, out: np.ndarray) -> None:

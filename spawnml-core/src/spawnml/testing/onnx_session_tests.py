@@ -73,7 +73,7 @@ def _compare(got: Any, expected: Any, rtol: float, atol: float) -> str:
     return "" if np.array_equal(g, e) else "values differ"
 
 
-def run_case(backend: str, case: Any) -> CaseResult:
+def run_case(backend: str, case: Any, timeout_s: int = CASE_TIMEOUT_S) -> CaseResult:
     from ..onnx_backend import SpawnMLBackend
 
     group = case_group(case)
@@ -83,7 +83,7 @@ def run_case(backend: str, case: Any) -> CaseResult:
         raise _Timeout()
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(CASE_TIMEOUT_S)
+    signal.alarm(timeout_s)
     try:
         with np.errstate(all="ignore"):
             rep = SpawnMLBackend.prepare(case.model, backend=backend)
@@ -98,7 +98,7 @@ def run_case(backend: str, case: Any) -> CaseResult:
                         return CaseResult(case.name, group, "fail", f"output {i}: {problem}")
         return CaseResult(case.name, group, "pass")
     except _Timeout:
-        return CaseResult(case.name, group, "timeout", f"over {CASE_TIMEOUT_S} s")
+        return CaseResult(case.name, group, "timeout", f"over {timeout_s} s")
     except (UnsupportedOpError, BackendUnavailableError) as exc:
         return CaseResult(case.name, group, "unsupported", _first_line(exc))
     except Exception as exc:  # noqa: BLE001 - every other failure is reported per case
