@@ -321,10 +321,20 @@ class WebGPUBackend(Backend):
         super().close()
 
 
-try:  # wgpu-py's native calls, without the per-call argument handling of its methods
-    from wgpu.backends.wgpu_native._api import ffi as _ffi, libf as _libf
-except ImportError:  # pragma: no cover - another wgpu-py backend or layout
-    _libf = None
+_NATIVE: list[Any] = []  # (ffi, libf) of wgpu-native, or None; loaded on first use
+
+
+def _native() -> Any:
+    """wgpu-py's native calls, without the per-call argument handling of its methods
+    (imported lazily: loading the plugin must not load wgpu)."""
+    if not _NATIVE:
+        try:
+            from wgpu.backends.wgpu_native._api import ffi, libf
+
+            _NATIVE.append((ffi, libf))
+        except ImportError:  # pragma: no cover - another wgpu-py backend or layout
+            _NATIVE.append(None)
+    return _NATIVE[0]
 
 
 class _Dispatches:
@@ -343,12 +353,14 @@ class _Dispatches:
         with ctx.lock:
             cpass = backend._encoder().begin_compute_pass()
             last = None
-            if _libf is not None:
+            native = _native()
+            if native is not None:
+                ffi, libf = native
                 raw = cpass._internal
-                set_pipeline = _libf.wgpuComputePassEncoderSetPipeline
-                set_group = _libf.wgpuComputePassEncoderSetBindGroup
-                dispatch = _libf.wgpuComputePassEncoderDispatchWorkgroups
-                null = _ffi.NULL
+                set_pipeline = libf.wgpuComputePassEncoderSetPipeline
+                set_group = libf.wgpuComputePassEncoderSetBindGroup
+                dispatch = libf.wgpuComputePassEncoderDispatchWorkgroups
+                null = ffi.NULL
                 for pipeline, group, (x, y, z) in self.items:
                     if pipeline is not last:
                         set_pipeline(raw, pipeline._internal)

@@ -248,3 +248,23 @@ def test_profile_reports_kernels_nodes_and_times(backend: str) -> None:
         table = prof.table()
         assert "launches per run" in table and "det" in table and backend in table
         assert sess.profile(reset=True) is prof and sess.profile().runs == 0
+
+
+def test_a_failing_bind_keeps_the_normal_path(monkeypatch: pytest.MonkeyPatch, caplog) -> None:
+    monkeypatch.setenv("SPAWNML_CPU_FAST_KERNELS", "0")
+    b = get_backend("cpu")
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("no binding today")
+
+    monkeypatch.setattr(b, "bind", broken)
+    model = _matmul_chain()
+    x = RNG.standard_normal((1, 8)).astype(np.float32)
+    with InferenceSession(model, [b]) as sess:
+        results = [sess.run(None, {"x": x})[0] for _ in range(3)]
+        plan = sess._runner.last_plan
+        assert plan is not None and list(plan.recordings.values()) == [None]
+        assert "no binding today" in plan.not_recorded
+    for r in results:
+        np.testing.assert_allclose(r, _ort(model, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    assert "recording this plan failed" in caplog.text

@@ -157,6 +157,8 @@ class Recording:
         self._arena: dict[str, list[int]] = {}  # backend -> free temp roots
         try:
             self._build(feed_where)
+            if not self.feed_roots:
+                self._compile()  # bind now (DeviceTensor feeds bind at the first replay)
         except BaseException:
             self.close()
             raise

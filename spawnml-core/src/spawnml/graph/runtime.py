@@ -8,6 +8,7 @@ planning (after data-dependent ops) are specialised on the fly, cached by their 
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from ..profile import KernelRow, Profile
 
 Tensor = np.ndarray | DeviceTensor
+log = logging.getLogger("spawnml.runtime")
 RECORD_ENV = "SPAWNML_RECORD"
 
 
@@ -179,6 +181,11 @@ class Runner:
                 except NotRecordable as exc:
                     plan.recordings[where] = None
                     plan.not_recorded = str(exc)
+                except Exception as exc:  # noqa: BLE001 - a failed recording keeps the normal path
+                    plan.recordings[where] = None
+                    plan.not_recorded = f"{type(exc).__name__}: {exc}"
+                    log.warning("recording this plan failed; it runs the normal path: %s",
+                                plan.not_recorded)  # fmt: skip
             return plan.recordings[where]
 
     def subrunner(self, node_id: int, attr: str, graph: Graph) -> Runner:
