@@ -24,8 +24,13 @@ from spawnml.op import OpDef
 
 from .cases import ConformanceCase, make_case
 
-# input name -> the attribute names other versions give it
-ALIASES = {("Pad", "constant_value"): ("value",), ("Pad", "pads"): ("pads", "paddings")}
+# input name -> the input or attribute names other versions give it
+ALIASES = {
+    ("Pad", "constant_value"): ("value",),
+    ("Pad", "pads"): ("pads", "paddings"),
+    ("BatchNormalization", "input_mean"): ("input_mean", "mean"),
+    ("BatchNormalization", "input_var"): ("input_var", "var"),
+}
 
 
 def _schema(domain: str, op_type: str, opset: int) -> Any | None:
@@ -99,8 +104,9 @@ def adapt(seed: ConformanceCase, opset: int) -> ConformanceCase | None:
                 continue
             names = ALIASES.get((op.op_type, formal.name), (formal.name,))
             name = next((n for n in names if n in old.attributes), names[0])
-            if formal.name in old_inputs:
-                k = old_inputs.index(formal.name)
+            spelled = next((n for n in names if n in old_inputs), None)
+            if spelled is not None:
+                k = old_inputs.index(spelled)
                 if not _allowed(old, old.inputs[k], array):
                     return None
                 inputs[k] = array
