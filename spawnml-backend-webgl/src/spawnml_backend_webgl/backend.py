@@ -71,6 +71,7 @@ class WebGLBackend(Backend):
         self.ctx = moderngl.create_context(require=_ES3, context=self._egl)
         self.reader = PixelReader(self._egl.load_opengl_function)
         limit = self.reader.get_integer(0x0D33)  # GL_MAX_TEXTURE_SIZE
+        llvmpipe = "llvmpipe" in self.ctx.info["GL_RENDERER"]
         units = self.reader.get_integer(0x8872)  # GL_MAX_TEXTURE_IMAGE_UNITS
         units = min(units, WEBGL2_TEXTURE_UNITS)
         self.texture_units = max(1, min(units, max_texture_units or units))
@@ -89,8 +90,7 @@ class WebGLBackend(Backend):
                 "flushes_denormals": True,  # llvmpipe does; GLSL ES 3.00 4.5.1 allows it
                 "renderer": self.ctx.info["GL_RENDERER"],
                 # llvmpipe silently ends shaders after 65535 loop iterations.
-                "max_loop_iterations":
-                    65535 if "llvmpipe" in self.ctx.info["GL_RENDERER"] else None,
+                "max_loop_iterations": 65535 if llvmpipe else None,
             },
         )
         self.reader.clear_errors()  # ctx.info asks for desktop-only enums

@@ -54,28 +54,40 @@ def calls(k: ir.KernelIR, fn: str) -> bool:
 
 
 def loop_iterations(body: tuple[ir.Stmt, ...]) -> int | None:
-    """An upper bound on the loop iterations one invocation executes, counting every
-    iteration of every loop (nested ones included); None when a bound depends on data.
+    """An upper bound on the loop iterations one invocation executes as Mesa's llvmpipe
+    counts them; None when a bound depends on data.
 
-    Mesa's llvmpipe (lavapipe WebGPU, llvmpipe WebGL) stops a shader after 65,535 loop
-    iterations per invocation without any error, so those backends refuse kernels above it.
+    llvmpipe (lavapipe WebGPU, llvmpipe WebGL) stops a shader after 65,535 loop iterations
+    per invocation without any error, so those backends refuse kernels above it. Its limiter
+    counts every iteration of every loop, nested ones included, and each exit from a loop:
+    1 plus the loop's depth of nested loops per entry (measured on the GLSL path: ``for i in
+    range(n)`` around ``range(3)`` x ``range(3)`` stops after 65535 // 18 outer iterations;
+    a ``range(40)`` inside one on lavapipe after 65535 // 42). Loops the driver unrolls
+    cost less, so the bound stays an upper one.
     """
-    total = 0
+    return _loop_cost(body)[0]
+
+
+def _loop_cost(body: tuple[ir.Stmt, ...]) -> tuple[int | None, int]:
+    """(iterations of ``body`` with exits, the deepest loop nesting in it)."""
+    total, depth = 0, 0
     for s in body:
         if isinstance(s, ir.For):
             if not (isinstance(s.start, ir.Const) and isinstance(s.stop, ir.Const)):
-                return None
+                return None, 0
             count = trip_count(int(s.start.value), int(s.stop.value), s.step)
-            inner = loop_iterations(s.body)
+            inner, below = _loop_cost(s.body)
             if inner is None:
-                return None
-            total += count * (1 + inner)
+                return None, 0
+            total += count * (1 + inner) + 1 + below
+            depth = max(depth, 1 + below)
         elif isinstance(s, ir.If):
-            then, orelse = loop_iterations(s.then), loop_iterations(s.orelse)
+            (then, d1), (orelse, d2) = _loop_cost(s.then), _loop_cost(s.orelse)
             if then is None or orelse is None:
-                return None
+                return None, 0
             total += max(then, orelse)
-    return total
+            depth = max(depth, d1, d2)
+    return total, depth
 
 
 def check_loop_limit(backend: str, kernel: ir.KernelIR, limit: int | None) -> None:

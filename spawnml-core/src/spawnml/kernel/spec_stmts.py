@@ -381,6 +381,11 @@ class Specializer(ExpressionSpecializer):
                 node.iter,
                 f"the range step must be a non-zero compile-time integer; found {_describe(step)}",
             )
+        if all(isinstance(b, int) and not isinstance(b, bool) for b in (start, stop)):
+            trips = range(start, stop, step)
+            if len(trips) <= 1:  # nothing to loop over: no loop (a trip-1 loop costs a
+                self.unroll(name, list(trips), node)  # branch and, on llvmpipe, its limiter)
+                return
         line = self.src.line(node)
         bounds = []
         for label, b in (("start", start), ("stop", stop)):
