@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,7 +13,7 @@ from spawnml.dtypes import DType
 from spawnml.kernel.ir import KernelIR
 from spawnml.probing import cpu_model
 
-from .executor import NumpyProgram, NumpyRenderer
+from .executor import NumpyProgram, NumpyRenderer, chunk
 
 
 class CPUBackend(Backend):
@@ -90,7 +89,7 @@ class CPUBackend(Backend):
 
             return scalar
         axis, rows = program.axis, program.rows
-        chunks = [_chunk(out, shape, axis, lead, r0, min(shape[axis], r0 + rows))
+        chunks = [chunk(out, shape, axis, lead, r0, min(shape[axis], r0 + rows))
                   for lead in itertools.product(*(range(d) for d in shape[:axis]))
                   for r0 in range(0, shape[axis], rows)]  # fmt: skip
 
@@ -104,25 +103,3 @@ class CPUBackend(Backend):
 
 def _nothing() -> None:
     pass
-
-
-def _chunk(out: np.ndarray, shape: Sequence[int], axis: int, lead: tuple[int, ...], r0: int,
-           r1: int) -> tuple:  # fmt: skip
-    """One chunk's index grids, ranges, counts and output slice (as NumpyProgram._chunk)."""
-    grid, ranges, counts = [], [], []
-    for d in range(len(shape)):
-        sh = [1] * len(shape)
-        if d < axis:
-            start, count = lead[d], 1
-        elif d == axis:
-            start, count = r0, r1 - r0
-        else:
-            start, count = 0, shape[d]
-        sh[d] = count
-        grid.append(np.arange(start, start + count, dtype=np.int32).reshape(sh))
-        ranges.append((start, count, 1))
-        counts.append(count)
-    strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
-    flat0 = sum(r[0] * s for r, s in zip(ranges, strides))
-    target = out[flat0 : flat0 + math.prod(counts)].reshape(counts)
-    return tuple(grid), tuple(ranges), tuple(counts), target

@@ -61,27 +61,8 @@ class NumpyProgram:
     def _chunk(
         self, out: np.ndarray, ins: list[np.ndarray], lead: tuple[int, ...], r0: int, r1: int
     ) -> None:
-        shape = self.kernel.output.shape
-        R = len(shape)
-        ca = self.axis
-        grid, ranges, cs = [], [], []
-        for d in range(R):
-            sh = [1] * R
-            if d < ca:
-                start, count = lead[d], 1
-            elif d == ca:
-                start, count = r0, r1 - r0
-            else:
-                start, count = 0, shape[d]
-            sh[d] = count
-            grid.append(np.arange(start, start + count, dtype=np.int32).reshape(sh))
-            ranges.append((start, count, 1))
-            cs.append(count)
-        res = self.fn(out, ins, tuple(grid), tuple(ranges), tuple(cs))
-        strides = [math.prod(shape[d + 1 :]) for d in range(R)]
-        flat0 = sum(r[0] * s for r, s in zip(ranges, strides))
-        size = math.prod(cs)
-        out[flat0 : flat0 + size].reshape(cs)[...] = res
+        grid, ranges, counts, target = chunk(out, self.kernel.output.shape, self.axis, lead, r0, r1)
+        target[...] = self.fn(out, ins, grid, ranges, counts)
 
 
 class NumpyRenderer(Renderer):
@@ -128,3 +109,28 @@ def compile_numpy(kernel: ir.KernelIR) -> NumpyProgram:
     source = renderer.render(kernel)
     dump.write("cpu", kernel, source, "py")
     return renderer.program(kernel, source)
+
+
+def chunk(
+    out: np.ndarray, shape: Sequence[int], axis: int, lead: tuple[int, ...], r0: int, r1: int
+) -> tuple[tuple[np.ndarray, ...], tuple, tuple[int, ...], np.ndarray]:
+    """One chunk of an output grid: rows ``r0:r1`` along ``axis`` at the leading position
+    ``lead``, as (index grids, (start, count, step) ranges, counts, the flat output's slice
+    viewed in the chunk's shape)."""
+    grid, ranges, counts = [], [], []
+    for d in range(len(shape)):
+        sh = [1] * len(shape)
+        if d < axis:
+            start, count = lead[d], 1
+        elif d == axis:
+            start, count = r0, r1 - r0
+        else:
+            start, count = 0, shape[d]
+        sh[d] = count
+        grid.append(np.arange(start, start + count, dtype=np.int32).reshape(sh))
+        ranges.append((start, count, 1))
+        counts.append(count)
+    strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
+    flat0 = sum(r[0] * s for r, s in zip(ranges, strides))
+    target = out[flat0 : flat0 + math.prod(counts)].reshape(counts)
+    return tuple(grid), tuple(ranges), tuple(counts), target

@@ -164,14 +164,7 @@ class WebGLBackend(Backend):
 
         ctx = self._current()
         k, plan = program.kernel, program.plan
-        if len(inputs) != len(k.inputs):
-            raise BackendError(f"webgl: {k.name} takes {len(k.inputs)} inputs, got {len(inputs)}")
-        for buffer, spec in zip((output, *inputs), (k.output, *k.inputs), strict=True):
-            if buffer.nbytes < spec.size * 4:
-                raise InvalidInputError(
-                    f"webgl: {k.name} needs {spec.size} words for {spec.name!r}; its buffer "
-                    f"holds {buffer.nbytes} bytes"
-                )
+        _check_buffers(k, output, inputs)
         handles: list[TextureBuffer] = [b.handle for b in inputs]
         if plan.packed:
             self._pack_inputs(plan, handles)
@@ -211,14 +204,7 @@ class WebGLBackend(Backend):
         handles: list[TextureBuffer] = [b.handle for b in inputs]
         if plan.packed or any(h is output.handle for h in handles):
             return super().bind(program, output, inputs)
-        if len(inputs) != len(k.inputs):
-            raise BackendError(f"webgl: {k.name} takes {len(k.inputs)} inputs, got {len(inputs)}")
-        for buffer, spec in zip((output, *inputs), (k.output, *k.inputs), strict=True):
-            if buffer.nbytes < spec.size * 4:
-                raise InvalidInputError(
-                    f"webgl: {k.name} needs {spec.size} words for {spec.name!r}; its buffer "
-                    f"holds {buffer.nbytes} bytes"
-                )
+        _check_buffers(k, output, inputs)
         import moderngl
 
         return _Draw(self, [(unit, handles[slot]) for unit, slot in enumerate(plan.direct)],
@@ -300,3 +286,15 @@ class _Draw:
         with query:
             self.draw(ctx)
         return query.elapsed * 1e-9
+
+
+def _check_buffers(k: ir.KernelIR, output: Buffer, inputs: Sequence[Buffer]) -> None:
+    """A launch's buffers match its kernel: the input count, and room for every element."""
+    if len(inputs) != len(k.inputs):
+        raise BackendError(f"webgl: {k.name} takes {len(k.inputs)} inputs, got {len(inputs)}")
+    for buffer, spec in zip((output, *inputs), (k.output, *k.inputs), strict=True):
+        if buffer.nbytes < spec.size * 4:
+            raise InvalidInputError(
+                f"webgl: {k.name} needs {spec.size} words for {spec.name!r}; its buffer "
+                f"holds {buffer.nbytes} bytes"
+            )

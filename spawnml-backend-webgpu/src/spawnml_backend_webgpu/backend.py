@@ -193,14 +193,7 @@ class WebGPUBackend(Backend):
                 for binding in program.layout.inputs
             ]
             resources.append(output.handle)
-            bind_group = self.ctx.device.create_bind_group(
-                layout=program.bind_group_layout,
-                entries=[
-                    {"binding": n, "resource": {"buffer": buf, "offset": 0,
-                                                "size": min(buf.size, self.max_binding)}}
-                    for n, buf in enumerate(resources)
-                ],
-            )
+            bind_group = self._bind_group(program, resources)
             cpass = encoder.begin_compute_pass()
             cpass.set_pipeline(program.pipeline)
             cpass.set_bind_group(0, bind_group)
@@ -212,6 +205,17 @@ class WebGPUBackend(Backend):
             self.ctx.launches += 1
             if self.ctx.launches >= MAX_BATCH:
                 self._submit()
+
+    def _bind_group(self, program: Program, resources: Sequence[Any]) -> Any:
+        """A bind group of ``resources`` (the inputs, then the output) for ``program``."""
+        return self.ctx.device.create_bind_group(
+            layout=program.bind_group_layout,
+            entries=[
+                {"binding": n, "resource": {"buffer": buf, "offset": 0,
+                                            "size": min(buf.size, self.max_binding)}}
+                for n, buf in enumerate(resources)
+            ],
+        )  # fmt: skip
 
     def _input_resource(
         self,
@@ -255,14 +259,7 @@ class WebGPUBackend(Backend):
             resources.append(handle)
         resources.append(output.handle)
         with self.ctx.lock:
-            group = self.ctx.device.create_bind_group(
-                layout=program.bind_group_layout,
-                entries=[
-                    {"binding": n, "resource": {"buffer": buf, "offset": 0,
-                                                "size": min(buf.size, self.max_binding)}}
-                    for n, buf in enumerate(resources)
-                ],
-            )  # fmt: skip
+            group = self._bind_group(program, resources)
         return _Dispatches(self, [(program.pipeline, group, tuple(program.layout.grid))])
 
     @property

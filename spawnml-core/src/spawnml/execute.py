@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -22,6 +22,27 @@ def _itemsize(backend: Backend, dt: Any) -> int:
         return backend.storage_dtype(dt).itemsize
     except InvalidInputError:
         return as_dtype(dt).itemsize
+
+
+def _resolve(
+    ref: Ref,
+    inputs: Sequence[Any],
+    outputs: Sequence[Any],
+    temps: Sequence[Any],
+    data: Callable[[Data], Any],
+) -> Any:
+    """What a launch's reference names: an input (never an omitted one), an output, a
+    temporary, or ``data(ref)`` for an array the lowering carries."""
+    if isinstance(ref, In):
+        found = inputs[ref.index]
+        if found is None:
+            raise InvalidInputError(f"launch reads omitted input {ref.index}")
+        return found
+    if isinstance(ref, Out):
+        return outputs[ref.index]
+    if isinstance(ref, Tmp):
+        return temps[ref.index]
+    return data(ref)
 
 
 @dataclass
@@ -51,16 +72,8 @@ class PreparedLowering:
         self.steps: list[_Step] = []
 
         def info(ref: Ref) -> TensorInfo:
-            if isinstance(ref, In):
-                found = inputs[ref.index]
-                if found is None:
-                    raise InvalidInputError(f"launch reads omitted input {ref.index}")
-                return found
-            if isinstance(ref, Out):
-                return outputs[ref.index]
-            if isinstance(ref, Tmp):
-                return self.temps[ref.index]
-            return TensorInfo(as_dtype(ref.array.dtype), tuple(ref.array.shape))
+            return _resolve(ref, inputs, outputs, self.temps, lambda d: TensorInfo(
+                as_dtype(d.array.dtype), tuple(d.array.shape)))  # fmt: skip
 
         for launch in lowering.launches:
             ins = [info(r) for r in launch.inputs]
@@ -81,23 +94,13 @@ class PreparedLowering:
         """Queue every launch; temporaries are freed (returned to the pool) afterwards."""
         temps = [DeviceTensor.empty(self.backend, t.shape, t.dtype) for t in self.temps]  # type: ignore[arg-type]
         try:
-
-            def buffer(ref: Ref) -> Buffer:
-                if isinstance(ref, In):
-                    tensor = inputs[ref.index]
-                    assert tensor is not None
-                    return tensor.buffer
-                if isinstance(ref, Out):
-                    return outputs[ref.index].buffer
-                if isinstance(ref, Tmp):
-                    return temps[ref.index].buffer
-                return self._data[id(ref.array)].buffer
-
-            for step in self.steps:
-                if step.size:
-                    self.backend.launch(
-                        step.program, buffer(step.output), [buffer(r) for r in step.inputs]
-                    )
+            refs = self.launch_refs(
+                [None if t is None else t.buffer for t in inputs],
+                [t.buffer for t in outputs],
+                [t.buffer for t in temps],
+            )
+            for step, output, buffers in refs:
+                self.backend.launch(step.program, output, buffers)
         finally:
             for t in temps:
                 t.close()
@@ -111,16 +114,7 @@ class PreparedLowering:
         for data the lowering carries, its device buffer. What a recorded plan binds once."""
 
         def pick(ref: Ref) -> T | Buffer:
-            if isinstance(ref, In):
-                found = inputs[ref.index]
-                if found is None:
-                    raise InvalidInputError(f"launch reads omitted input {ref.index}")
-                return found
-            if isinstance(ref, Out):
-                return outputs[ref.index]
-            if isinstance(ref, Tmp):
-                return temps[ref.index]
-            return self._data[id(ref.array)].buffer
+            return _resolve(ref, inputs, outputs, temps, lambda d: self._data[id(d.array)].buffer)
 
         return [
             (step, pick(step.output), [pick(r) for r in step.inputs])

@@ -40,8 +40,8 @@ def test_check_loop_limit_refuses_with_the_reason():
         check_loop_limit("webgpu", spec, 65535)
 
 
-@pytest.mark.parametrize("name", ["webgpu", "webgl"])
-def test_llvmpipe_backends_refuse_instead_of_truncating(name):
+def _limited_backend(name: str):
+    """The backend ``name`` and its declared loop limit (skips where it has none)."""
     from spawnml import get_backend, list_backends
 
     info = {i.name: i for i in list_backends()}.get(name)
@@ -51,7 +51,14 @@ def test_llvmpipe_backends_refuse_instead_of_truncating(name):
     limit = backend.capabilities.extras.get("max_loop_iterations")
     if limit is None:
         pytest.skip(f"{name} declares no loop limit on {info.device}")
+    return backend, limit
+
+
+@pytest.mark.parametrize("name", ["webgpu", "webgl"])
+def test_llvmpipe_backends_refuse_instead_of_truncating(name):
     from spawnml.kernel import run_kernel
+
+    backend, _ = _limited_backend(name)
 
     x = np.ones(300, np.float32)
     with pytest.raises(KernelCompileError, match="loop iterations"):
@@ -92,16 +99,9 @@ def test_kernels_accepted_under_the_loop_limit_are_exact(name, b, c):
     """The class behind the #27 AlexNet failure on webgl: a kernel the limit check accepts
     must not be cut short by the device. The largest outer trip count the check accepts
     runs exactly; one more is refused."""
-    from spawnml import get_backend, list_backends
     from spawnml.kernel import run_kernel
 
-    info = {i.name: i for i in list_backends()}.get(name)
-    if info is None or not info.available:
-        pytest.skip(f"{name} is not available here")
-    backend = get_backend(name)
-    limit = backend.capabilities.extras.get("max_loop_iterations")
-    if limit is None:
-        pytest.skip(f"{name} declares no loop limit on {info.device}")
+    backend, limit = _limited_backend(name)
 
     def accepted(a: int) -> bool:
         spec = nest3.specialize([((a,), "float32")], ((16,), "float32"), a=a, b=b, c=c)
