@@ -14,7 +14,7 @@ from spawnml import opset_history
 from spawnml.op import BackendKernel
 from spawnml.registry import backend_kernels, get_backend, op_definitions
 from spawnml_conformance.cases import generate
-from spawnml_conformance.checks import FAIL, run_case
+from spawnml_conformance.checks import FAIL, PASS, SKIP, run_case
 from spawnml_conformance.opset_cases import adapt, epochs_covered
 
 # Named in the issue: each must be found changing by the schema history (a sanity check
@@ -144,3 +144,45 @@ def test_an_undeclared_kernel_defaults_to_the_latest_epoch():
     assert Undeclared().outside_domain(new, [], []) is None
     assert Declared().outside_domain(old, [], []) is None
     assert "opset 13" in Declared().outside_domain(new, [], [])
+
+
+def _case(op_type: str, name: str):
+    from spawnml.registry import find_op
+
+    op = find_op("", op_type, 21)
+    (case,) = [c for c in generate(op) if c.name == name]
+    return case
+
+
+@pytest.mark.parametrize(("op_type", "name", "why"), [
+    ("Softmax", "default_axis@opset1", "semantics of opset 13 and later only"),
+    ("LogSoftmax", "default_axis@opset1", "semantics of opset 13 and later only"),
+    ("Hardmax", "default_axis@opset1", "semantics of opset 13 and later only"),
+    ("Gemm", "matrix_c@opset6", "Gemm-6 adds C without beta"),
+])  # fmt: skip
+def test_onnx_reference_is_not_the_judge_outside_the_epoch_it_implements(op_type, name, why):
+    """onnx.reference runs its newest Softmax on an opset-1 node (no flatten at ``axis``)
+    and its Gemm-6 drops beta: such disagreements are skips with the reason, not failures
+    of spawnml's reference (which the old-epoch semantics prove right below)."""
+    from spawnml_conformance.reference_check import check_reference
+
+    case = _case(op_type, name)
+    outcome = check_reference(case)
+    assert outcome.status == SKIP and why in outcome.detail, outcome
+    if op_type == "Softmax":  # spawnml's reference has the opset-1 semantics
+        x = case.inputs[0]
+        flat = x.reshape(x.shape[0], -1)
+        e = np.exp(flat - flat.max(1, keepdims=True))
+        want = (e / e.sum(1, keepdims=True)).reshape(x.shape)
+        np.testing.assert_allclose(case.op.reference(case.node, case.inputs)[0], want, rtol=1e-6)
+
+
+def test_a_wrong_reference_in_the_implemented_epoch_still_fails(monkeypatch):
+    """The epoch rule explains disagreements only outside what onnx.reference implements."""
+    from spawnml_conformance.reference_check import check_reference
+
+    case = _case("Softmax", "default_axis")
+    assert check_reference(case).status == PASS
+    monkeypatch.setattr(type(case.op), "reference", lambda self, node, ins: [ins[0] * 0 + 0.5])
+    outcome = check_reference(case)
+    assert outcome.status == FAIL and "disagrees" in outcome.detail
