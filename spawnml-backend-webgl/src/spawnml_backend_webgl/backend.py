@@ -178,7 +178,7 @@ class WebGLBackend(Backend):
             target = TextureBuffer(ctx, self.layout, target.rows * self.layout.width)
         framebuffer = target.framebuffer(ctx)
         framebuffer.use()
-        framebuffer.viewport = (0, 0, self.layout.width, self.layout.rows(k.size))
+        framebuffer.viewport = self.layout.viewport(k.size)
         program.vao.render(mode=moderngl.TRIANGLES, vertices=3)
         if aliased:
             output.handle.swap(target)
@@ -208,7 +208,7 @@ class WebGLBackend(Backend):
         import moderngl
 
         return _Draw(self, [(unit, handles[slot]) for unit, slot in enumerate(plan.direct)],
-                     output.handle, (0, 0, self.layout.width, self.layout.rows(k.size)),
+                     output.handle, self.layout.viewport(k.size),
                      program.vao, moderngl.TRIANGLES)  # fmt: skip
 
     def sequence(self, bound: Sequence[Callable[[], None]]) -> Callable[[], None]:

@@ -37,6 +37,12 @@ class TextureLayout:
         """Rows holding ``words`` words (at least one: GL has no empty textures)."""
         return max(1, -(-words // self.width))
 
+    def viewport(self, words: int) -> tuple[int, int, int, int]:
+        """The viewport that draws one fragment per word: whole rows, but only the first
+        ``words`` texels of a tensor shorter than one row (a bias of 8 elements draws 8
+        fragments, not a 4096-wide row of discarded ones)."""
+        return (0, 0, min(self.width, max(1, words)), self.rows(words))
+
     @classmethod
     def for_limit(cls, max_texture_size: int, width: int | None = None) -> TextureLayout:
         """The default layout under a device's texture size limit (4096 wide unless given)."""
