@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from spawnml.errors import KernelCompileError
-from spawnml.kernel import Output, Tensor, kernel
+from spawnml.kernel import Output, Tensor, ir, kernel
 from spawnml.kernel.analysis import check_loop_limit, loop_iterations
 from spawnml.testing import suite_kernels as K
 
@@ -81,8 +81,8 @@ def test_loops_of_at_most_one_trip_are_not_loops():
     """range() with compile-time bounds and <= 1 trip is unrolled when specialised: no For
     is left (a trip-1 loop costs a branch, and on llvmpipe's GLSL path its loop limiter)."""
     spec = nest3.specialize([((5,), "float32")], ((1,), "float32"), a=5, b=1, c=0)
-    (loop,) = [s for s in spec.body if type(s).__name__ == "For"]
-    assert not any(type(s).__name__ == "For" for s in loop.body)
+    (loop,) = [s for s in spec.body if isinstance(s, ir.For)]
+    assert not any(isinstance(s, ir.For) for s in loop.body)
     spec = nest3.specialize([((5,), "float32")], ((1,), "float32"), a=5, b=1, c=1)
     assert loop_iterations(spec.body) == 5 + 1
 
