@@ -75,6 +75,7 @@ class CUDABackend(Backend):
     """CUDA C kernels on NVIDIA GPUs through pycuda (NVRTC compile checks without a GPU)."""
 
     name = "cuda"
+    max_tile_outputs = 16
 
     @classmethod
     def probe(cls) -> BackendInfo:

@@ -46,6 +46,7 @@ class OpenCLBackend(Backend):
     """OpenCL C kernels on any OpenCL device (GPUs, PoCL on CPUs) through pyopencl."""
 
     name = "opencl"
+    max_tile_outputs = 16
 
     @classmethod
     def probe(cls) -> BackendInfo:

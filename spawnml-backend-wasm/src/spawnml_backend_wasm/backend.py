@@ -50,6 +50,7 @@ class WasmBackend(Backend):
     """
 
     name = "wasm"
+    max_tile_outputs = 16
     _CAPS = Capabilities(
         dtypes=_NATIVE,
         float16_arithmetic=False,  # float16 is stored as f32 and rounded to f16 (see lower.py)

@@ -155,7 +155,7 @@ class WasmRenderer(Renderer):
         self.temps = []
         self.in_function = False
         self.labels = 0
-        n = k.output.size
+        n = k.size
         params = " ".join(
             ["(param $lo i32) (param $hi i32) (param $out i32)"]
             + [f"(param $in{i} i32)" for i in range(len(k.inputs))]
@@ -222,6 +222,9 @@ class WasmRenderer(Renderer):
             return [f"(return {self.expr(s.value)})"]
         return [self.store(s.value), "(br $next)"]
 
+    def visit_Store(self, s: ir.Store) -> list[str]:
+        return [self.store(s.value, s.index)]
+
     def visit_If(self, s: ir.If) -> list[str]:
         out = [f"(if {self.expr(s.cond)} (then", *["  " + x for x in self.block(s.then)]]
         if s.orelse:
@@ -250,14 +253,17 @@ class WasmRenderer(Renderer):
             f"  (br {lp})))",
         ]
 
-    def store(self, value: ir.Expr) -> str:
+    def store(self, value: ir.Expr, index: ir.Expr | None = None) -> str:
+        """Write output element ``index`` (clamped; the invocation's own by default)."""
         k = self.kernel
         storage = self.storage_dtype(k.output.dtype)
         _, op, shift = MEMORY_OPS[storage]
         text = self.expr(value)
         if value.type == T.i64 and not op.startswith("i64"):
             text = f"(i32.wrap_i64 {text})"
-        return f"({op} {self.address('$out', '(local.get $gid)', shift)} {text})"
+        where = "(local.get $gid)" if index is None else self.clamp(
+            self.expr(index), k.output.size)
+        return f"({op} {self.address('$out', where, shift)} {text})"
 
     @staticmethod
     def address(base: str, index: str, shift: int) -> str:

@@ -42,6 +42,7 @@ class WebGPUBackend(Backend):
     """WGSL compute shaders on a WebGPU adapter through wgpu-py."""
 
     name = "webgpu"
+    max_tile_outputs = 16
 
     @classmethod
     def probe(cls) -> BackendInfo:

@@ -138,12 +138,25 @@ class Backend(abc.ABC):
         key = kernel.key or kernel.fingerprint()
         program = cache.get(key)
         if program is None:
+            kernel = self.schedule(kernel)
             self.check_limits(kernel)
             renderer = self.renderer_for(kernel)
             source = renderer.render(kernel)
             dump.write(self.name, kernel, source, self.source_suffix)
             program = cache[key] = self.build(kernel, source, renderer)
         return program
+
+    max_tile_outputs: ClassVar[int] = 1
+    """Outputs one invocation may compute (a register tile, ``spawnml.kernel.tile``); 1: none."""
+
+    def schedule(self, kernel: KernelIR) -> KernelIR:
+        """``kernel`` as this target runs it: with the register tile that buys reuse within
+        ``max_tile_outputs`` (``SPAWNML_TILE=0``: never)."""
+        if self.max_tile_outputs < 2:
+            return kernel
+        from .kernel.tile import register_tile
+
+        return register_tile(kernel, self.max_tile_outputs)
 
     def check_limits(self, kernel: KernelIR) -> None:
         """Refuse (KernelCompileError) a kernel this device provably cannot run correctly."""

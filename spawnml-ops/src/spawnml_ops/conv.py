@@ -63,11 +63,13 @@ def conv_nd(
                 iy = oy * strides[1] - pads[1] + ky * dil[1]
                 for kx in range(ksp[2]):
                     ix = ox * strides[2] - pads[2] + kx * dil[2]
+                    # The weight is read outside the padding test: it does not depend on the
+                    # output position, so a register tile along x/y shares it.
+                    wo = wb + ci * w.strides[1] + kz * wst[0] + ky * wst[1] + kx * wst[2]
+                    wv = w.flat[wo]
                     if 0 <= iz < xsp[0] and 0 <= iy < xsp[1] and 0 <= ix < xsp[2]:
                         xo = xb + ci * x.strides[1] + iz * xst[0] + iy * xst[1] + ix * xst[2]
-                        wo = wb + ci * w.strides[1] + kz * wst[0] + ky * wst[1] + kx * wst[2]
                         xv = x.flat[xo]
-                        wv = w.flat[wo]
                         acc = acc + cast(xv, f32) * cast(wv, f32)
     if has_bias:
         acc = acc + cast(b.flat[co], f32)

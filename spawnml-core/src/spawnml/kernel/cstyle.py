@@ -205,11 +205,13 @@ class CStyleRenderer(Renderer):
         name = self.storage_names[storage]
         return value if name == self.type_name(t) else self.conversion.format(name=name, x=value)
 
-    def store(self, k: ir.KernelIR, value: str, t: ScalarType) -> str:
+    def store(self, k: ir.KernelIR, value: str, t: ScalarType, index: str | None = None) -> str:
+        """Write the output element ``index`` (the invocation's own, ``gid``, by default)."""
+        index = self.gid_name if index is None else index
         if self.half_storage(k.output.dtype):
-            return self.half_store.format(ptr=self.out_name, index=self.gid_name, value=value)
+            return self.half_store.format(ptr=self.out_name, index=index, value=value)
         storage = self.storage_dtype(k.output.dtype)
-        return f"{self.out_name}[{self.gid_name}] = {self.to_storage(value, t, storage)};"
+        return f"{self.out_name}[{index}] = {self.to_storage(value, t, storage)};"
 
     # ------------------------------------------------------------------ expressions
     def expr(self, e: ir.Expr) -> tuple[str, int]:
@@ -301,6 +303,9 @@ class CStyleRenderer(Renderer):
 
     def visit_Return(self, s: ir.Return, in_function: bool) -> list[str]:
         return self.return_stmt(self.text(s.value), s.value.type, in_function)
+
+    def visit_Store(self, s: ir.Store, in_function: bool) -> list[str]:
+        return [self.store(self.kernel, self.text(s.value), s.value.type, self.text(s.index))]
 
     def visit_If(self, s: ir.If, in_function: bool) -> list[str]:
         lines = [self.if_header(self.text(s.cond)), *self.block(s.then, 1, in_function)]

@@ -180,6 +180,15 @@ class For(Stmt):
 
 
 @dataclass(frozen=True)
+class Store(Stmt):
+    """Write output element ``index`` (flat, i32), one of this invocation's own: kernels
+    with a register tile (``KernelIR.tile``) end in one store per element of the block."""
+
+    index: Expr
+    value: Expr
+
+
+@dataclass(frozen=True)
 class Return(Stmt):
     """Write the output element (in a kernel) or return the value (in a function)."""
 
@@ -236,15 +245,24 @@ class KernelIR:
     functions: tuple[Function, ...] = field(default=(), compare=False)
     """Polyfill functions the body calls, callees first; filled by the lowering passes
     (``spawnml.kernel.passes``) for one target, empty in a freshly specialised kernel."""
+    tile: tuple[int, ...] = ()
+    """Outputs per invocation along each output axis (``spawnml.kernel.tile``); empty: one.
+    A tiled kernel's ``GlobalIndex`` numbers the invocations and it writes with ``Store``."""
 
     @property
     def size(self) -> int:
-        """The number of invocations (output elements)."""
-        return self.output.size
+        """The number of invocations (output elements, or blocks of them when tiled)."""
+        if not self.tile:
+            return self.output.size
+        n = 1
+        for extent, t in zip(self.output.shape, self.tile):
+            n *= -(-extent // t)
+        return n
 
     def fingerprint(self) -> str:
         return hashlib.sha256(
-            repr((self.name, self.inputs, self.output, self.locals, self.body)).encode()
+            repr((self.name, self.inputs, self.output, self.locals, self.body)
+                 + ((self.tile,) if self.tile else ())).encode()
         ).hexdigest()[:16]
 
 
@@ -283,6 +301,8 @@ def stmt_exprs(s: Stmt) -> tuple[Expr, ...]:
         return (s.start, s.stop)
     if isinstance(s, Return):
         return (s.value,)
+    if isinstance(s, Store):
+        return (s.index, s.value)
     return ()
 
 

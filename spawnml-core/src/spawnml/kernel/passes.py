@@ -143,13 +143,14 @@ def _round_returns(k: ir.KernelIR, storage_dtype: Callable[[DType], DType]) -> i
     if k.output.type != F16 or storage_dtype(k.output.dtype) is DType.float16:
         return k
 
-    def ret(s: ir.Return) -> ir.Stmt | None:
+    def ret(s: ir.Return | ir.Store) -> ir.Stmt | None:
         v = s.value
         if isinstance(v, ir.Call) and v.fn == "round_f16":
             return None
-        return ir.Return(s.line, _round_f16(v))
+        return dataclasses.replace(s, value=_round_f16(v))
 
-    return dataclasses.replace(k, body=rewrite_body(k.body, PatternMatcher([(ir.Return, ret)])))
+    rounding = PatternMatcher([((ir.Return, ir.Store), ret)])
+    return dataclasses.replace(k, body=rewrite_body(k.body, rounding))
 
 
 Slots = tuple[tuple[tuple[int, int], ...], tuple[ir.BufferSpec, ...]]

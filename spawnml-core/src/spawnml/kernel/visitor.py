@@ -14,7 +14,7 @@ from . import ir
 
 NODE_TYPES: tuple[type, ...] = (
     ir.Const, ir.Var, ir.GlobalIndex, ir.Load, ir.Unary, ir.Binary, ir.Select, ir.Cast,
-    ir.Bitcast, ir.Call, ir.Assign, ir.If, ir.For, ir.Return,
+    ir.Bitcast, ir.Call, ir.Assign, ir.If, ir.For, ir.Return, ir.Store,
 )
 
 

@@ -1,0 +1,489 @@
+"""Register tiles: one invocation computes a block of outputs, derived from the gather kernel.
+
+A kernel computes one output element per invocation. :func:`tile_kernel` makes one
+invocation compute a block of ``tile`` elements (e.g. 4 x 4 over the last two axes of a
+MatMul) by *unroll and jam*: the body is copied once per element of the block, with the
+output index of each copy substituted, and the copies are merged statement by statement.
+A variable whose value is provably the same in several copies (its every assignment is the
+same expression of the same variables, under the same control flow) is computed once for
+them, so a load that does not depend on a tiled axis (``a[i, k]`` when tiling the columns
+``j``) is read once for the whole row of the block and reused from a register. Control flow
+whose condition differs between copies is emitted once per group of copies that agree.
+
+Results are bit-identical to the untiled kernel: every copy performs exactly the operations
+of the original invocation, in the same order. An axis whose extent the tile does not
+divide is clamped (the last block recomputes and re-stores its last element), so no copy
+ever reads or writes past the tensors.
+
+:func:`plan_tile` chooses the block from the kernel itself: the output axes along which
+some load inside a loop is invariant (the reuse a register tile buys), innermost first, and
+:func:`register_tile` applies it under a target's budget of outputs per invocation.
+Renderers see only :class:`~spawnml.kernel.ir.Store` statements and ``KernelIR.size``,
+the number of invocations, now smaller than the output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+from collections.abc import Iterable, Sequence
+
+from . import ir
+from .ir import Op
+from .rewrite import PatternMatcher, rewrite
+from .types import ScalarType
+
+I32 = ScalarType.i32
+_SIDE = 4
+"""Outputs per tiled axis (4 x 4 over two axes is the budget of a 16-output tile)."""
+
+
+def tiling_enabled() -> bool:
+    """``SPAWNML_TILE=0`` turns register tiles off (every invocation computes one output)."""
+    return os.environ.get("SPAWNML_TILE", "1") != "0"
+
+
+# ----------------------------------------------------------------------------- analysis
+
+
+def _strides(shape: Sequence[int]) -> list[int]:
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= n
+    return out[::-1]
+
+
+def index_axis(e: ir.Expr, shape: Sequence[int]) -> int | None:
+    """The output axis ``d`` when ``e`` is the specialiser's ``out.index[d]`` expression
+    (``(gid / stride) % extent`` with the divisions it omits), else None."""
+    strides = _strides(shape)
+    div, mod = 1, None
+    if isinstance(e, ir.Binary) and e.op == Op.MOD and isinstance(e.b, ir.Const):
+        mod, e = e.b.value, e.a
+    if isinstance(e, ir.Binary) and e.op == Op.DIV and isinstance(e.b, ir.Const):
+        div, e = e.b.value, e.a
+    if not isinstance(e, ir.GlobalIndex):
+        return None
+    for d, (n, s) in enumerate(zip(shape, strides)):
+        if n != 1 and s == div and (mod == n or (mod is None and d == 0)):
+            return d
+    return None
+
+
+def _index_assigns(k: ir.KernelIR) -> dict[int, int]:
+    """Top-level statement position -> output axis, for the kernel's index prologue."""
+    out = {}
+    for pos, s in enumerate(k.body):
+        if not isinstance(s, ir.Assign):
+            break
+        d = index_axis(s.value, k.output.shape)
+        if d is not None:
+            out[pos] = d
+    return out
+
+
+def _returns_last_only(body: tuple[ir.Stmt, ...]) -> bool:
+    returns = [s for s in ir.walk_stmts(body) if isinstance(s, ir.Return)]
+    return len(returns) == 1 and body and body[-1] is returns[0]
+
+
+def _vars(e: ir.Expr) -> Iterable[ir.Expr]:
+    return (x for x in ir.walk_expr(e) if isinstance(x, ir.Var | ir.GlobalIndex))
+
+
+def axis_dependence(k: ir.KernelIR) -> dict[str, frozenset[int]]:
+    """Variable name -> the output axes its value can depend on (data and control flow)."""
+    every = frozenset(range(len(k.output.shape)))
+    index = {k.body[p].var.name: d for p, d in _index_assigns(k).items()}  # type: ignore[attr-defined]
+    deps: dict[str, frozenset[int]] = {}
+
+    def of(e: ir.Expr) -> frozenset[int]:
+        out: frozenset[int] = frozenset()
+        for x in _vars(e):
+            out |= every if isinstance(x, ir.GlobalIndex) else deps.get(x.name, frozenset())
+        return out
+
+    def walk(body: tuple[ir.Stmt, ...], ctl: frozenset[int]) -> bool:
+        changed = False
+        for s in body:
+            new: tuple[str, frozenset[int]] | None = None
+            if isinstance(s, ir.Assign):
+                val = frozenset({index[s.var.name]}) if s.var.name in index else of(s.value)
+                new = (s.var.name, val | ctl)
+            elif isinstance(s, ir.If):
+                inner = ctl | of(s.cond)
+                changed |= walk(s.then, inner) | walk(s.orelse, inner)
+            elif isinstance(s, ir.For):
+                inner = ctl | of(s.start) | of(s.stop)
+                new = (s.var.name, inner)
+                changed |= walk(s.body, inner)
+            if new is not None and not new[1] <= deps.get(new[0], frozenset()):
+                deps[new[0]] = deps.get(new[0], frozenset()) | new[1]
+                changed = True
+        return changed
+
+    while walk(k.body, frozenset()):
+        pass
+    return deps
+
+
+def loop_loads(k: ir.KernelIR) -> list[frozenset[int]]:
+    """For every load inside a loop, the output axes its index depends on."""
+    deps = axis_dependence(k)
+    every = frozenset(range(len(k.output.shape)))
+
+    def of(e: ir.Expr) -> frozenset[int]:
+        out: frozenset[int] = frozenset()
+        for x in _vars(e):
+            out |= every if isinstance(x, ir.GlobalIndex) else deps.get(x.name, frozenset())
+        return out
+
+    loads: list[frozenset[int]] = []
+
+    def walk(body: tuple[ir.Stmt, ...], in_loop: bool) -> None:
+        for s in body:
+            if in_loop:
+                loads.extend(of(x.index) for e in ir.stmt_exprs(s) for x in ir.walk_expr(e)
+                             if isinstance(x, ir.Load))
+            if isinstance(s, ir.If):
+                walk(s.then, in_loop)
+                walk(s.orelse, in_loop)
+            elif isinstance(s, ir.For):
+                walk(s.body, True)
+
+    walk(k.body, False)
+    return loads
+
+
+def reuse_axes(k: ir.KernelIR) -> list[int]:
+    """Output axes (extent > 1) along which some load inside a loop is invariant: tiling
+    them lets one loaded value serve several outputs. Innermost first."""
+    every = frozenset(range(len(k.output.shape)))
+    invariant = set().union(*(every - deps for deps in loop_loads(k)))
+    return sorted((d for d in invariant if k.output.shape[d] > 1), reverse=True)
+
+
+def loads_per_output(loads: Sequence[frozenset[int]], tile: Sequence[int]) -> float:
+    """Loads one iteration of the inner loops issues per output computed, under ``tile``:
+    a load is shared by the copies that differ only along axes it does not depend on."""
+    outputs = 1
+    for t in tile:
+        outputs *= t
+    total = 0
+    for deps in loads:
+        n = 1
+        for d in deps:
+            n *= tile[d]
+        total += n
+    return total / outputs
+
+
+def plan_tile(
+    k: ir.KernelIR, max_outputs: int, min_invocations: int = 64
+) -> tuple[int, ...] | None:
+    """The register tile for ``k`` (outputs per invocation along each output axis), or None
+    when tiling would buy no reuse, the kernel is not in a tileable form, or the budget is 1.
+
+    Among blocks of up to two reuse axes (``_SIDE`` outputs each, within ``max_outputs``),
+    the one issuing the fewest loads per output wins; ties go to the innermost axes."""
+    if max_outputs < 2 or k.output.size < 2 * min_invocations:
+        return None
+    if not _returns_last_only(k.body) or not _index_assigns(k):
+        return None
+    shape = k.output.shape
+    loads = loop_loads(k)
+    axes = reuse_axes(k)
+    best: tuple[float, int, list[int]] | None = None
+    for chosen in [*itertools.combinations(axes, 1), *itertools.combinations(axes, 2)]:
+        tile = [1] * len(shape)
+        budget = max_outputs
+        for d in chosen:
+            tile[d] = min(_SIDE, shape[d], budget)
+            budget //= max(tile[d], 1)
+        while _invocations(shape, tile) < min_invocations and max(tile) > 1:
+            d = max(range(len(tile)), key=lambda i: tile[i])
+            tile[d] //= 2
+        if max(tile) < 2:
+            continue
+        score = (loads_per_output(loads, tile), -sum(chosen))
+        if best is None or score < best[:2]:
+            best = (*score, tile)
+    return tuple(best[2]) if best is not None else None
+
+
+def _invocations(shape: Sequence[int], tile: Sequence[int]) -> int:
+    n = 1
+    for s, t in zip(shape, tile):
+        n *= -(-s // t)
+    return n
+
+
+def register_tile(k: ir.KernelIR, max_outputs: int) -> ir.KernelIR:
+    """``k`` with the register tile :func:`plan_tile` chooses for a target computing up to
+    ``max_outputs`` outputs per invocation (``k`` itself when none pays)."""
+    if k.tile or not tiling_enabled():
+        return k
+    tile = plan_tile(k, max_outputs)
+    return k if tile is None else tile_kernel(k, tile)
+
+
+# ----------------------------------------------------------------------------- the transform
+
+
+def _hoist_loads(body: tuple[ir.Stmt, ...], fresh: Iterable[str]) -> tuple[
+    tuple[ir.Stmt, ...], list[ir.Var]
+]:
+    """Every load evaluated unconditionally by an assignment or the return (not under
+    ``and``/``or``/a select's branches) bound to its own variable first, so copies that read
+    the same element share it."""
+    names = iter(fresh)
+    new_vars: list[ir.Var] = []
+
+    def lift(e: ir.Expr, pre: list[ir.Stmt], line: int) -> ir.Expr:
+        if isinstance(e, ir.Load):
+            index = lift(e.index, pre, line)
+            var = ir.Var(e.type, next(names))
+            new_vars.append(var)
+            pre.append(ir.Assign(line, var, dataclasses.replace(e, index=index)))
+            return var
+        if isinstance(e, ir.Binary) and e.op in (Op.AND, Op.OR):
+            return dataclasses.replace(e, a=lift(e.a, pre, line))
+        if isinstance(e, ir.Select):
+            return dataclasses.replace(e, cond=lift(e.cond, pre, line))
+        if isinstance(e, ir.Unary | ir.Cast | ir.Bitcast):
+            return dataclasses.replace(e, x=lift(e.x, pre, line))
+        if isinstance(e, ir.Binary):
+            return dataclasses.replace(e, a=lift(e.a, pre, line), b=lift(e.b, pre, line))
+        if isinstance(e, ir.Call):
+            return dataclasses.replace(e, args=tuple(lift(a, pre, line) for a in e.args))
+        return e
+
+    def block(stmts: tuple[ir.Stmt, ...]) -> tuple[ir.Stmt, ...]:
+        out: list[ir.Stmt] = []
+        for s in stmts:
+            if isinstance(s, ir.Assign) and not isinstance(s.value, ir.Load):
+                pre: list[ir.Stmt] = []
+                value = lift(s.value, pre, s.line)
+                out += [*pre, dataclasses.replace(s, value=value)]
+            elif isinstance(s, ir.Return):
+                pre = []
+                value = lift(s.value, pre, s.line)
+                out += [*pre, dataclasses.replace(s, value=value)]
+            elif isinstance(s, ir.If):
+                out.append(dataclasses.replace(s, then=block(s.then), orelse=block(s.orelse)))
+            elif isinstance(s, ir.For):
+                out.append(dataclasses.replace(s, body=block(s.body)))
+            else:
+                out.append(s)
+        return tuple(out)
+
+    return block(body), new_vars
+
+
+def _substitute(body: tuple[ir.Stmt, ...], positions: dict[int, int],
+                index: Sequence[ir.Expr], flat: ir.Expr) -> tuple[ir.Stmt, ...]:
+    """One copy: the index prologue assigns this copy's output index, ``out.flat`` is its flat
+    index and the final return stores there."""
+    gid = PatternMatcher([(ir.GlobalIndex, lambda e: flat)], once=True)
+    out: list[ir.Stmt] = []
+    for pos, s in enumerate(body):
+        if pos in positions:
+            assert isinstance(s, ir.Assign)
+            out.append(dataclasses.replace(s, value=index[positions[pos]]))
+        elif isinstance(s, ir.Return):
+            out.append(ir.Store(s.line, flat, rewrite(s.value, gid)))
+        else:
+            out.append(rewrite(s, gid))
+    return tuple(out)
+
+
+class _Jam:
+    """Partition refinement over the copies, then the merged body."""
+
+    def __init__(self, copies: list[tuple[ir.Stmt, ...]]) -> None:
+        self.copies = copies
+        self.n = len(copies)
+        self.cls: dict[str, tuple[int, ...]] = {}
+        """Variable -> for each copy, the first copy it provably shares its value with."""
+        self.types: dict[str, ScalarType] = {}
+
+    # -- partitions
+    def part(self, name: str) -> tuple[int, ...]:
+        return self.cls.get(name, (0,) * self.n)
+
+    def canon(self, e: ir.Expr, t: int) -> ir.Expr:
+        def var(v: ir.Var) -> ir.Var:
+            return ir.Var(v.type, f"{v.name}#{self.part(v.name)[t]}")
+
+        return rewrite(e, PatternMatcher([(ir.Var, var)], once=True))
+
+    @staticmethod
+    def refine(part: Sequence[int], keys: Sequence[object]) -> tuple[int, ...]:
+        first: dict[tuple[int, object], int] = {}
+        return tuple(first.setdefault((p, key), t) for t, (p, key) in enumerate(zip(part, keys)))
+
+    def assign(self, name: str, t: ScalarType, ctl: Sequence[int], keys: Sequence[object]) -> bool:
+        self.types[name] = t
+        old = self.part(name)
+        new = self.refine(self.refine(old, ctl), keys)
+        if new != old:
+            self.cls[name] = new
+            return True
+        return False
+
+    def analyse(self) -> None:
+        while self._walk([list(c) for c in zip(*self.copies)], (0,) * self.n):
+            pass
+
+    def _walk(self, rows: list[list[ir.Stmt]], ctl: tuple[int, ...]) -> bool:
+        changed = False
+        for row in rows:
+            s = row[0]
+            if isinstance(s, ir.Assign):
+                keys = [self.canon(c.value, t) for t, c in enumerate(row)]  # type: ignore[attr-defined]
+                changed |= self.assign(s.var.name, s.var.type, ctl, keys)
+            elif isinstance(s, ir.If):
+                inner = self.refine(ctl, [self.canon(c.cond, t) for t, c in enumerate(row)])  # type: ignore[attr-defined]
+                changed |= self._walk([list(x) for x in zip(*(c.then for c in row))], inner)  # type: ignore[attr-defined]
+                changed |= self._walk([list(x) for x in zip(*(c.orelse for c in row))], inner)  # type: ignore[attr-defined]
+            elif isinstance(s, ir.For):
+                bounds = [(self.canon(c.start, t), self.canon(c.stop, t)) for t, c in enumerate(row)]  # type: ignore[attr-defined]
+                inner = self.refine(ctl, bounds)
+                changed |= self.assign(s.var.name, s.var.type, inner, [0] * self.n)
+                changed |= self._walk([list(x) for x in zip(*(c.body for c in row))], inner)  # type: ignore[attr-defined]
+        return changed
+
+    # -- emission
+    def name(self, var: str, t: int) -> str:
+        part = self.part(var)
+        return var if len(set(part)) == 1 else f"{var}_t{part[t]}"
+
+    def rename(self, e: ir.Expr, t: int) -> ir.Expr:
+        def var(v: ir.Var) -> ir.Var:
+            return ir.Var(v.type, self.name(v.name, t))
+
+        return rewrite(e, PatternMatcher([(ir.Var, var)], once=True))
+
+    def locals(self) -> tuple[ir.Var, ...]:
+        names = {self.name(v, t): ty for v, ty in self.types.items() for t in range(self.n)}
+        return tuple(ir.Var(ty, n) for n, ty in names.items())
+
+    def emit(self, rows: list[list[ir.Stmt]], group: list[int]) -> list[ir.Stmt]:
+        out: list[ir.Stmt] = []
+        for row in rows:
+            s = row[group[0]]
+            if isinstance(s, ir.Assign):
+                done: set[str] = set()
+                for t in group:
+                    var = self.name(s.var.name, t)
+                    if var not in done:
+                        done.add(var)
+                        value = self.rename(row[t].value, t)  # type: ignore[attr-defined]
+                        out.append(ir.Assign(s.line, ir.Var(s.var.type, var), value))
+            elif isinstance(s, ir.Store):
+                out += [ir.Store(s.line, self.rename(row[t].index, t),  # type: ignore[attr-defined]
+                                 self.rename(row[t].value, t)) for t in group]  # type: ignore[attr-defined]
+            elif isinstance(s, ir.If):
+                for sub in self._groups(group, lambda t: self.canon(row[t].cond, t)):  # type: ignore[attr-defined]
+                    c = row[sub[0]]
+                    assert isinstance(c, ir.If)
+                    then = self.emit([list(x) for x in zip(*(r.then for r in row))], sub)  # type: ignore[attr-defined]
+                    orelse = self.emit([list(x) for x in zip(*(r.orelse for r in row))], sub)  # type: ignore[attr-defined]
+                    out.append(ir.If(s.line, self.rename(c.cond, sub[0]), tuple(then), tuple(orelse)))
+            elif isinstance(s, ir.For):
+                def bounds(t: int) -> object:
+                    c = row[t]
+                    return (self.canon(c.start, t), self.canon(c.stop, t))  # type: ignore[attr-defined]
+
+                for sub in self._groups(group, bounds):
+                    c = row[sub[0]]
+                    assert isinstance(c, ir.For)
+                    body = self.emit([list(x) for x in zip(*(r.body for r in row))], sub)  # type: ignore[attr-defined]
+                    out.append(ir.For(
+                        s.line, ir.Var(c.var.type, self.name(c.var.name, sub[0])),
+                        self.rename(c.start, sub[0]), self.rename(c.stop, sub[0]), c.step,
+                        tuple(body),
+                    ))
+            else:  # pragma: no cover - tile_kernel admits no other statement
+                raise AssertionError(type(s).__name__)
+        return out
+
+    @staticmethod
+    def _groups(group: list[int], key: object) -> list[list[int]]:
+        by: dict[object, list[int]] = {}
+        for t in group:
+            by.setdefault(key(t), []).append(t)  # type: ignore[operator]
+        return list(by.values())
+
+
+def tile_kernel(k: ir.KernelIR, tile: Sequence[int]) -> ir.KernelIR:
+    """``k`` computing a block of ``tile[d]`` outputs along each output axis ``d`` per
+    invocation (see the module docstring); ``k`` itself when it is not in a tileable form
+    (a return before the end, or no index prologue)."""
+    shape = k.output.shape
+    tile = tuple(max(1, min(t, n)) for t, n in zip(tile, shape))
+    positions = _index_assigns(k)
+    if len(tile) != len(shape) or max(tile, default=1) == 1 or not positions:
+        return k
+    if not _returns_last_only(k.body):
+        return k
+    line = k.body[0].line
+    taken = {v.name for v in k.locals}
+    fresh = (f"ld{n}" for n in itertools.count() if f"ld{n}" not in taken)
+    body, _ = _hoist_loads(k.body, fresh)
+
+    # The invocation's block origin, once: base[d] = (gid over the grid of blocks) * tile[d].
+    grid = [-(-n // t) for n, t in zip(shape, tile)]
+    prologue: list[ir.Stmt] = []
+    base: list[ir.Expr] = []
+    gid: ir.Expr = ir.GlobalIndex(I32)
+    for d, (g, gs) in enumerate(zip(grid, _strides(grid))):
+        e = gid if gs == 1 else ir.Binary(I32, Op.DIV, gid, ir.Const(I32, gs))
+        if d > 0 and g != 1:
+            e = ir.Binary(I32, Op.MOD, e, ir.Const(I32, g))
+        if g == 1:
+            e = ir.Const(I32, 0)
+        if tile[d] != 1:
+            e = ir.Binary(I32, Op.MUL, e, ir.Const(I32, tile[d]))
+        var = ir.Var(I32, f"tb{d}")
+        prologue.append(ir.Assign(line, var, e))
+        base.append(var)
+
+    def at(d: int, j: int) -> ir.Expr:
+        if j == 0:
+            return base[d]
+        e: ir.Expr = ir.Binary(I32, Op.ADD, base[d], ir.Const(I32, j))
+        if shape[d] % tile[d]:
+            e = ir.Call(I32, "min", (e, ir.Const(I32, shape[d] - 1)))
+        return e
+
+    strides = _strides(shape)
+    copies = []
+    for offs in itertools.product(*(range(t) for t in tile)):
+        index = [at(d, j) for d, j in enumerate(offs)]
+        flat: ir.Expr | None = None
+        for d, e in enumerate(index):
+            if shape[d] == 1:
+                continue
+            term = e if strides[d] == 1 else ir.Binary(I32, Op.MUL, e, ir.Const(I32, strides[d]))
+            flat = term if flat is None else ir.Binary(I32, Op.ADD, flat, term)
+        copies.append(_substitute(body, positions, index, flat or ir.Const(I32, 0)))
+
+    jam = _Jam(copies)
+    jam.analyse()
+    merged = jam.emit([list(x) for x in zip(*copies)], list(range(len(copies))))
+    assigned = jam.locals()
+    names = {v.name for v in assigned}
+    untouched = tuple(v for v in k.locals if v.name not in names and v.name not in jam.types)
+    return dataclasses.replace(
+        k,
+        locals=(*base, *untouched, *assigned),
+        body=(*prologue, *merged),
+        tile=tile,
+        key=f"{k.key}@t{'x'.join(map(str, tile))}" if k.key else "",
+    )
+
+
+__all__ = ["plan_tile", "register_tile", "reuse_axes", "tile_kernel", "tiling_enabled"]
