@@ -28,6 +28,7 @@ import dataclasses
 import itertools
 import os
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from . import ir
 from .ir import Op
@@ -220,13 +221,14 @@ def _invocations(shape: Sequence[int], tile: Sequence[int]) -> int:
     return n
 
 
-def register_tile(k: ir.KernelIR, max_outputs: int) -> ir.KernelIR:
+def register_tile(k: ir.KernelIR, max_outputs: int, interleave: bool = False) -> ir.KernelIR:
     """``k`` with the register tile :func:`plan_tile` chooses for a target computing up to
-    ``max_outputs`` outputs per invocation (``k`` itself when none pays)."""
+    ``max_outputs`` outputs per invocation (``k`` itself when none pays); ``interleave``:
+    see :func:`tile_kernel`."""
     if k.tile or not tiling_enabled():
         return k
     tile = plan_tile(k, max_outputs)
-    return k if tile is None else tile_kernel(k, tile)
+    return k if tile is None else tile_kernel(k, tile, interleave)
 
 
 # ----------------------------------------------------------------------------- the transform
@@ -299,11 +301,20 @@ def _substitute(body: tuple[ir.Stmt, ...], positions: dict[int, int],
     return tuple(out)
 
 
+Row = list[Any]
+"""One statement position: the statement of every copy there (all of the same class)."""
+
+
+def _rows(row: Row, field: str) -> list[Row]:
+    """The nested block ``field`` of every statement in ``row``, as rows."""
+    return [list(x) for x in zip(*(getattr(s, field) for s in row))]
+
+
 class _Jam:
     """Partition refinement over the copies, then the merged body."""
 
     def __init__(self, copies: list[tuple[ir.Stmt, ...]]) -> None:
-        self.copies = copies
+        self.rows = [list(x) for x in zip(*copies)]
         self.n = len(copies)
         self.cls: dict[str, tuple[int, ...]] = {}
         """Variable -> for each copy, the first copy it provably shares its value with."""
@@ -314,45 +325,47 @@ class _Jam:
         return self.cls.get(name, (0,) * self.n)
 
     def canon(self, e: ir.Expr, t: int) -> ir.Expr:
+        """``e`` of copy ``t`` with each variable named by its class: equal iff provably equal."""
         def var(v: ir.Var) -> ir.Var:
             return ir.Var(v.type, f"{v.name}#{self.part(v.name)[t]}")
 
         return rewrite(e, PatternMatcher([(ir.Var, var)], once=True))
+
+    def keys(self, row: Row, fields: tuple[str, ...]) -> list[tuple[ir.Expr, ...]]:
+        return [tuple(self.canon(getattr(s, f), t) for f in fields) for t, s in enumerate(row)]
 
     @staticmethod
     def refine(part: Sequence[int], keys: Sequence[object]) -> tuple[int, ...]:
         first: dict[tuple[int, object], int] = {}
         return tuple(first.setdefault((p, key), t) for t, (p, key) in enumerate(zip(part, keys)))
 
-    def assign(self, name: str, t: ScalarType, ctl: Sequence[int], keys: Sequence[object]) -> bool:
-        self.types[name] = t
-        old = self.part(name)
+    def assign(self, var: ir.Var, ctl: Sequence[int], keys: Sequence[object]) -> bool:
+        self.types[var.name] = var.type
+        old = self.part(var.name)
         new = self.refine(self.refine(old, ctl), keys)
         if new != old:
-            self.cls[name] = new
+            self.cls[var.name] = new
             return True
         return False
 
     def analyse(self) -> None:
-        while self._walk([list(c) for c in zip(*self.copies)], (0,) * self.n):
+        while self._walk(self.rows, (0,) * self.n):
             pass
 
-    def _walk(self, rows: list[list[ir.Stmt]], ctl: tuple[int, ...]) -> bool:
+    def _walk(self, rows: list[Row], ctl: tuple[int, ...]) -> bool:
         changed = False
         for row in rows:
             s = row[0]
             if isinstance(s, ir.Assign):
-                keys = [self.canon(c.value, t) for t, c in enumerate(row)]  # type: ignore[attr-defined]
-                changed |= self.assign(s.var.name, s.var.type, ctl, keys)
+                changed |= self.assign(s.var, ctl, self.keys(row, ("value",)))
             elif isinstance(s, ir.If):
-                inner = self.refine(ctl, [self.canon(c.cond, t) for t, c in enumerate(row)])  # type: ignore[attr-defined]
-                changed |= self._walk([list(x) for x in zip(*(c.then for c in row))], inner)  # type: ignore[attr-defined]
-                changed |= self._walk([list(x) for x in zip(*(c.orelse for c in row))], inner)  # type: ignore[attr-defined]
+                inner = self.refine(ctl, self.keys(row, ("cond",)))
+                changed |= self._walk(_rows(row, "then"), inner)
+                changed |= self._walk(_rows(row, "orelse"), inner)
             elif isinstance(s, ir.For):
-                bounds = [(self.canon(c.start, t), self.canon(c.stop, t)) for t, c in enumerate(row)]  # type: ignore[attr-defined]
-                inner = self.refine(ctl, bounds)
-                changed |= self.assign(s.var.name, s.var.type, inner, [0] * self.n)
-                changed |= self._walk([list(x) for x in zip(*(c.body for c in row))], inner)  # type: ignore[attr-defined]
+                inner = self.refine(ctl, self.keys(row, ("start", "stop")))
+                changed |= self.assign(s.var, inner, [0] * self.n)
+                changed |= self._walk(_rows(row, "body"), inner)
         return changed
 
     # -- emission
@@ -370,58 +383,55 @@ class _Jam:
         names = {self.name(v, t): ty for v, ty in self.types.items() for t in range(self.n)}
         return tuple(ir.Var(ty, n) for n, ty in names.items())
 
-    def emit(self, rows: list[list[ir.Stmt]], group: list[int]) -> list[ir.Stmt]:
+    def groups(self, row: Row, group: list[int], fields: tuple[str, ...]) -> list[list[int]]:
+        """``group`` split into the copies whose ``fields`` provably agree."""
+        keys = self.keys(row, fields)
+        by: dict[object, list[int]] = {}
+        for t in group:
+            by.setdefault(keys[t], []).append(t)
+        return list(by.values())
+
+    def emit(self, rows: list[Row], group: list[int]) -> list[ir.Stmt]:
         out: list[ir.Stmt] = []
         for row in rows:
             s = row[group[0]]
             if isinstance(s, ir.Assign):
-                done: set[str] = set()
-                for t in group:
-                    var = self.name(s.var.name, t)
-                    if var not in done:
-                        done.add(var)
-                        value = self.rename(row[t].value, t)  # type: ignore[attr-defined]
-                        out.append(ir.Assign(s.line, ir.Var(s.var.type, var), value))
+                names = {self.name(s.var.name, t): t for t in reversed(group)}
+                out += [ir.Assign(s.line, ir.Var(s.var.type, name), self.rename(row[t].value, t))
+                        for name, t in sorted(names.items(), key=lambda kv: kv[1])]
             elif isinstance(s, ir.Store):
-                out += [ir.Store(s.line, self.rename(row[t].index, t),  # type: ignore[attr-defined]
-                                 self.rename(row[t].value, t)) for t in group]  # type: ignore[attr-defined]
+                out += [ir.Store(s.line, self.rename(row[t].index, t),
+                                 self.rename(row[t].value, t)) for t in group]
             elif isinstance(s, ir.If):
-                for sub in self._groups(group, lambda t: self.canon(row[t].cond, t)):  # type: ignore[attr-defined]
-                    c = row[sub[0]]
-                    assert isinstance(c, ir.If)
-                    then = self.emit([list(x) for x in zip(*(r.then for r in row))], sub)  # type: ignore[attr-defined]
-                    orelse = self.emit([list(x) for x in zip(*(r.orelse for r in row))], sub)  # type: ignore[attr-defined]
-                    out.append(ir.If(s.line, self.rename(c.cond, sub[0]), tuple(then), tuple(orelse)))
+                for sub in self.groups(row, group, ("cond",)):
+                    out.append(ir.If(
+                        s.line, self.rename(row[sub[0]].cond, sub[0]),
+                        tuple(self.emit(_rows(row, "then"), sub)),
+                        tuple(self.emit(_rows(row, "orelse"), sub)),
+                    ))
             elif isinstance(s, ir.For):
-                def bounds(t: int) -> object:
-                    c = row[t]
-                    return (self.canon(c.start, t), self.canon(c.stop, t))  # type: ignore[attr-defined]
-
-                for sub in self._groups(group, bounds):
-                    c = row[sub[0]]
-                    assert isinstance(c, ir.For)
-                    body = self.emit([list(x) for x in zip(*(r.body for r in row))], sub)  # type: ignore[attr-defined]
+                for sub in self.groups(row, group, ("start", "stop")):
+                    c, t = row[sub[0]], sub[0]
                     out.append(ir.For(
-                        s.line, ir.Var(c.var.type, self.name(c.var.name, sub[0])),
-                        self.rename(c.start, sub[0]), self.rename(c.stop, sub[0]), c.step,
-                        tuple(body),
+                        s.line, ir.Var(c.var.type, self.name(c.var.name, t)),
+                        self.rename(c.start, t), self.rename(c.stop, t), c.step,
+                        tuple(self.emit(_rows(row, "body"), sub)),
                     ))
             else:  # pragma: no cover - tile_kernel admits no other statement
                 raise AssertionError(type(s).__name__)
         return out
 
-    @staticmethod
-    def _groups(group: list[int], key: object) -> list[list[int]]:
-        by: dict[object, list[int]] = {}
-        for t in group:
-            by.setdefault(key(t), []).append(t)  # type: ignore[operator]
-        return list(by.values())
 
-
-def tile_kernel(k: ir.KernelIR, tile: Sequence[int]) -> ir.KernelIR:
+def tile_kernel(k: ir.KernelIR, tile: Sequence[int], interleave: bool = False) -> ir.KernelIR:
     """``k`` computing a block of ``tile[d]`` outputs along each output axis ``d`` per
     invocation (see the module docstring); ``k`` itself when it is not in a tileable form
-    (a return before the end, or no index prologue)."""
+    (a return before the end, or no index prologue).
+
+    ``interleave``: along the innermost axis (when it is the output's last non-unit axis),
+    copy ``j`` of invocation ``g`` computes element ``g + j * G`` (G blocks along the axis)
+    instead of ``g * T + j``, so neighbouring invocations read and write neighbouring
+    elements: the layout targets that vectorise across invocations (PoCL, llvmpipe) and
+    GPUs coalescing memory accesses want."""
     shape = k.output.shape
     tile = tuple(max(1, min(t, n)) for t, n in zip(tile, shape))
     positions = _index_assigns(k)
@@ -436,6 +446,8 @@ def tile_kernel(k: ir.KernelIR, tile: Sequence[int]) -> ir.KernelIR:
 
     # The invocation's block origin, once: base[d] = (gid over the grid of blocks) * tile[d].
     grid = [-(-n // t) for n, t in zip(shape, tile)]
+    inner = max(d for d in range(len(tile)) if tile[d] > 1)
+    spread = interleave and all(n == 1 for n in shape[inner + 1:])
     prologue: list[ir.Stmt] = []
     base: list[ir.Expr] = []
     gid: ir.Expr = ir.GlobalIndex(I32)
@@ -445,7 +457,7 @@ def tile_kernel(k: ir.KernelIR, tile: Sequence[int]) -> ir.KernelIR:
             e = ir.Binary(I32, Op.MOD, e, ir.Const(I32, g))
         if g == 1:
             e = ir.Const(I32, 0)
-        if tile[d] != 1:
+        if tile[d] != 1 and not (spread and d == inner):
             e = ir.Binary(I32, Op.MUL, e, ir.Const(I32, tile[d]))
         var = ir.Var(I32, f"tb{d}")
         prologue.append(ir.Assign(line, var, e))
@@ -454,7 +466,8 @@ def tile_kernel(k: ir.KernelIR, tile: Sequence[int]) -> ir.KernelIR:
     def at(d: int, j: int) -> ir.Expr:
         if j == 0:
             return base[d]
-        e: ir.Expr = ir.Binary(I32, Op.ADD, base[d], ir.Const(I32, j))
+        step = grid[d] if spread and d == inner else 1
+        e: ir.Expr = ir.Binary(I32, Op.ADD, base[d], ir.Const(I32, j * step))
         if shape[d] % tile[d]:
             e = ir.Call(I32, "min", (e, ir.Const(I32, shape[d] - 1)))
         return e
@@ -473,7 +486,7 @@ def tile_kernel(k: ir.KernelIR, tile: Sequence[int]) -> ir.KernelIR:
 
     jam = _Jam(copies)
     jam.analyse()
-    merged = jam.emit([list(x) for x in zip(*copies)], list(range(len(copies))))
+    merged = jam.emit(jam.rows, list(range(len(copies))))
     assigned = jam.locals()
     names = {v.name for v in assigned}
     untouched = tuple(v for v in k.locals if v.name not in names and v.name not in jam.types)
@@ -482,7 +495,7 @@ def tile_kernel(k: ir.KernelIR, tile: Sequence[int]) -> ir.KernelIR:
         locals=(*base, *untouched, *assigned),
         body=(*prologue, *merged),
         tile=tile,
-        key=f"{k.key}@t{'x'.join(map(str, tile))}" if k.key else "",
+        key=f"{k.key}@t{'x'.join(map(str, tile))}{'i' if spread else ''}" if k.key else "",
     )
 
 
