@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from . import ir
@@ -301,6 +301,28 @@ def _substitute(body: tuple[ir.Stmt, ...], positions: dict[int, int],
     return tuple(out)
 
 
+def _rename_vars(e: ir.Expr, name: Callable[[str], str]) -> ir.Expr:
+    """``e`` with every variable renamed (a direct walk: the jam's hot path)."""
+    if isinstance(e, ir.Var):
+        return ir.Var(e.type, name(e.name))
+    if isinstance(e, ir.Const | ir.GlobalIndex):
+        return e
+    if isinstance(e, ir.Binary):
+        return ir.Binary(e.type, e.op, _rename_vars(e.a, name), _rename_vars(e.b, name))
+    if isinstance(e, ir.Load):
+        return ir.Load(e.type, e.buffer, _rename_vars(e.index, name))
+    if isinstance(e, ir.Unary):
+        return ir.Unary(e.type, e.op, _rename_vars(e.x, name))
+    if isinstance(e, ir.Cast | ir.Bitcast):
+        return type(e)(e.type, _rename_vars(e.x, name))
+    if isinstance(e, ir.Select):
+        return ir.Select(e.type, *(_rename_vars(x, name) for x in (e.cond, e.a, e.b)))
+    if isinstance(e, ir.Call):
+        return ir.Call(e.type, e.fn, tuple(_rename_vars(x, name) for x in e.args))
+    return rewrite(e, PatternMatcher([(ir.Var, lambda v: ir.Var(v.type, name(v.name)))],
+                                     once=True))
+
+
 Row = list[Any]
 """One statement position: the statement of every copy there (all of the same class)."""
 
@@ -326,10 +348,7 @@ class _Jam:
 
     def canon(self, e: ir.Expr, t: int) -> ir.Expr:
         """``e`` of copy ``t`` with each variable named by its class: equal iff provably equal."""
-        def var(v: ir.Var) -> ir.Var:
-            return ir.Var(v.type, f"{v.name}#{self.part(v.name)[t]}")
-
-        return rewrite(e, PatternMatcher([(ir.Var, var)], once=True))
+        return _rename_vars(e, lambda name: f"{name}#{self.part(name)[t]}")
 
     def keys(self, row: Row, fields: tuple[str, ...]) -> list[tuple[ir.Expr, ...]]:
         return [tuple(self.canon(getattr(s, f), t) for f in fields) for t, s in enumerate(row)]
@@ -374,10 +393,7 @@ class _Jam:
         return var if len(set(part)) == 1 else f"{var}_t{part[t]}"
 
     def rename(self, e: ir.Expr, t: int) -> ir.Expr:
-        def var(v: ir.Var) -> ir.Var:
-            return ir.Var(v.type, self.name(v.name, t))
-
-        return rewrite(e, PatternMatcher([(ir.Var, var)], once=True))
+        return _rename_vars(e, lambda name: self.name(name, t))
 
     def locals(self) -> tuple[ir.Var, ...]:
         names = {self.name(v, t): ty for v, ty in self.types.items() for t in range(self.n)}
