@@ -18,6 +18,7 @@ from spawnml.errors import BackendUnavailableError, InvalidInputError
 from spawnml.kernel import dump
 from spawnml.kernel.cstyle import kernel_name
 from spawnml.kernel.ir import KernelIR
+from spawnml.kernel.schedule import schedule
 
 from .compiler import DEFAULT_ARCH, compile_ptx, target_arch
 from .probe import probe
@@ -53,6 +54,7 @@ def compile_check(kernel: KernelIR, arch: tuple[int, int] = DEFAULT_ARCH) -> str
     Raises KernelCompileError carrying the compiler log when the source does not compile.
     Always compiles (no disk cache): it is a check.
     """
+    kernel = schedule(kernel, CUDABackend.max_tile_outputs, CUDABackend.tile_interleave)
     source = render(kernel)
     dump.write("cuda", kernel, source, "cu")
     return compile_ptx(source, arch, what=f"{kernel.name} ({kernel.source})", cache=False)

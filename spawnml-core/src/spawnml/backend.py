@@ -153,15 +153,12 @@ class Backend(abc.ABC):
     Measured on PoCL and lavapipe: no faster than blocks (512³ MatMul 6.1 vs 7.5 GFLOP/s)."""
 
     def schedule(self, kernel: KernelIR) -> KernelIR:
-        """``kernel`` as this target runs it: with the register tile that buys reuse within
-        ``max_tile_outputs`` (``SPAWNML_TILE=0``: never), then the index tests its value
-        ranges decide folded away."""
-        from .kernel.ranges import fold_ranges
-        from .kernel.tile import register_tile
+        """``kernel`` as this target runs it (``spawnml.kernel.schedule``): with the register
+        tile that buys reuse within ``max_tile_outputs`` (``SPAWNML_TILE=0``: never), then
+        the index tests its value ranges decide folded away."""
+        from .kernel.schedule import schedule
 
-        if self.max_tile_outputs > 1:
-            kernel = register_tile(kernel, self.max_tile_outputs, self.tile_interleave)
-        return fold_ranges(kernel)
+        return schedule(kernel, self.max_tile_outputs, self.tile_interleave)
 
     def check_limits(self, kernel: KernelIR) -> None:
         """Refuse (KernelCompileError) a kernel this device provably cannot run correctly."""

@@ -226,3 +226,15 @@ def test_a_tiled_matmul_loads_each_operand_once_per_row_and_column():
     loads = [e for e in ir.all_exprs(loop.body) if isinstance(e, ir.Load)]
     assert len(loads) == 8  # 4 of a's column + 4 of b's row feed 16 accumulators
     assert tiled.size == 16 * 16
+
+
+def test_the_cuda_compile_check_compiles_the_tiled_kernel():
+    """What NVRTC checks is what a GPU would run: the scheduled (tiled) kernel."""
+    cuda = pytest.importorskip("spawnml_backend_cuda.backend")
+    spec = matmul.specialize([((64, 32), "float32"), ((32, 64), "float32")],
+                             ((64, 64), "float32"))
+    try:
+        ptx = cuda.compile_check(spec)
+    except Exception as exc:  # noqa: BLE001 - no NVRTC on this machine
+        pytest.skip(f"NVRTC unavailable: {exc}")
+    assert ptx.count("st.global.f32") == 16  # one store per element of the 4 x 4 block
