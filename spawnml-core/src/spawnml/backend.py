@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from .dtypes import DType, dtype as as_dtype
-from .errors import InvalidInputError, OutOfMemoryError
+from .errors import InvalidInputError, KernelCompileError, OutOfMemoryError
 from .memory import BufferPool
 
 if TYPE_CHECKING:
@@ -138,8 +138,19 @@ class Backend(abc.ABC):
         key = kernel.key or kernel.fingerprint()
         program = cache.get(key)
         if program is None:
-            kernel = self.schedule(kernel)
-            self.check_limits(kernel)
+            scheduled = self.schedule(kernel)
+            try:
+                self.check_limits(scheduled)
+            except KernelCompileError:
+                if not scheduled.tile:
+                    raise
+                # a register tile multiplies the loops of copies that cannot share them:
+                # one output per invocation may still fit the device's limits
+                from .kernel.schedule import schedule
+
+                scheduled = schedule(kernel)
+                self.check_limits(scheduled)
+            kernel = scheduled
             renderer = self.renderer_for(kernel)
             source = renderer.render(kernel)
             dump.write(self.name, kernel, source, self.source_suffix)

@@ -236,3 +236,31 @@ def test_the_cuda_compile_check_compiles_the_tiled_kernel():
                              ((64, 64), "float32"))
     ptx = cuda.compile_check(spec)
     assert ptx.count("st.global.f32") == 16  # one store per element of the 4 x 4 block
+
+
+@kernel
+def long_branchy_loop(a: Tensor, out: Output):
+    i, j = out.index
+    acc = 0.0
+    if j % 2 == 0:
+        for k in range(20000):
+            acc = acc + a[i, k % 8]
+    return acc
+
+
+@pytest.mark.skipif("webgpu" not in get_available_backends(), reason="no webgpu backend")
+def test_a_tile_over_the_loop_limit_falls_back_to_one_output_per_invocation():
+    """Copies that cannot share a loop repeat it; where the device's loop limit (lavapipe's
+    65,535 iterations) refuses the tiled kernel, the untiled one still runs."""
+    from spawnml.kernel import run_kernel
+    from spawnml.kernel.analysis import loop_iterations
+
+    backend = get_backend("webgpu")
+    limit = backend.capabilities.extras["max_loop_iterations"]
+    a = rng.standard_normal((8, 8)).astype(np.float32)
+    spec = long_branchy_loop.specialize([a], ((8, 64), "float32"))
+    tiled = tile_kernel(spec, plan_tile(spec, 16, min_invocations=1) or (1, 4))
+    assert loop_iterations(tiled.body) > limit >= loop_iterations(spec.body)
+    got = run_kernel(backend, long_branchy_loop, [a], (8, 64), "float32")
+    want = np.where(np.arange(64) % 2 == 0, 2500.0 * a.sum(1, keepdims=True), 0.0)
+    np.testing.assert_allclose(got, want, rtol=1e-3)
