@@ -94,8 +94,9 @@ def _vars(e: ir.Expr) -> Iterable[ir.Expr]:
     return (x for x in ir.walk_expr(e) if isinstance(x, ir.Var | ir.GlobalIndex))
 
 
-def axis_dependence(k: ir.KernelIR) -> dict[str, frozenset[int]]:
-    """Variable name -> the output axes its value can depend on (data and control flow)."""
+def axis_dependence(k: ir.KernelIR, control: bool = True) -> dict[str, frozenset[int]]:
+    """Variable name -> the output axes its value can depend on: through data, and with
+    ``control`` through the branches and loop bounds it is assigned under."""
     every = frozenset(range(len(k.output.shape)))
     index = {k.body[p].var.name: d for p, d in _index_assigns(k).items()}  # type: ignore[attr-defined]
     deps: dict[str, frozenset[int]] = {}
@@ -108,6 +109,7 @@ def axis_dependence(k: ir.KernelIR) -> dict[str, frozenset[int]]:
 
     def walk(body: tuple[ir.Stmt, ...], ctl: frozenset[int]) -> bool:
         changed = False
+        ctl = ctl if control else frozenset()
         for s in body:
             new: tuple[str, frozenset[int]] | None = None
             if isinstance(s, ir.Assign):
@@ -131,8 +133,9 @@ def axis_dependence(k: ir.KernelIR) -> dict[str, frozenset[int]]:
 
 
 def loop_loads(k: ir.KernelIR) -> list[frozenset[int]]:
-    """For every load inside a loop, the output axes its index depends on."""
-    deps = axis_dependence(k)
+    """For every load inside a loop, the output axes its index value depends on (whether
+    the load runs may depend on more: the jam keeps such copies apart)."""
+    deps = axis_dependence(k, control=False)
     every = frozenset(range(len(k.output.shape)))
 
     def of(e: ir.Expr) -> frozenset[int]:
