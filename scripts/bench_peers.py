@@ -10,7 +10,8 @@ threads), spawnml on each backend (a session replaying its recorded plan) and ti
 (``pip install tinygrad``; ``DEV=CL`` on PoCL, ``DEV=WEBGPU`` through the ``dawn-python``
 wheel on lavapipe) in a child process each, and checks every contender's output against
 onnxruntime's (max absolute difference, scaled by the largest reference value). The table
-shows milliseconds and the ratio to onnxruntime; the last lines are geometric means.
+shows milliseconds, the ratio to onnxruntime and the scaled error (``!``: above 1e-3, a
+wrong answer); the last lines are geometric means.
 Contenders that are not installed are reported as such, never silently dropped.
 """
 
@@ -142,13 +143,13 @@ def main() -> None:
             cells.append((f"tinygrad-{d}", ms, err))
         text = []
         for name, ms, err in cells:
-            if math.isnan(ms):
+            if math.isnan(ms) or isinstance(err, str):
                 text.append(f"{'failed':>24s}")
                 print(f"  {model} {name}: {err}", file=sys.stderr)
                 continue
             ratios[name].append(ms / ort_ms)
-            bad = "" if isinstance(err, float) and err < 1e-3 else " WRONG"
-            text.append(f"{ms:9.1f} ms x{ms / ort_ms:7.1f} e{err:.0e}{bad}"[:24].rjust(24))
+            bad = "" if err < 1e-3 else "!"
+            text.append(f"{ms:8.1f}ms x{ms / ort_ms:6.1f} e{err:.0e}{bad}".rjust(24))
         print(f"{model:16s} {ort_ms:9.2f} ms " + " ".join(text), flush=True)
     print("geometric mean of the ratios to onnxruntime-cpu "
           f"({args.ort_threads} threads, same run):")

@@ -132,30 +132,41 @@ class Backend(abc.ABC):
         """Compile a specialised kernel into a program, once per specialisation: cache ->
         limit checks -> render (the core passes, then the target's printer) -> dump ->
         ``build``. A backend supplies ``renderer_for`` and ``build``."""
-        from .kernel import dump
-
         cache: dict[str, Any] = self.__dict__.setdefault("_programs", {})
         key = kernel.key or kernel.fingerprint()
         program = cache.get(key)
         if program is None:
-            scheduled = self.schedule(kernel)
-            try:
-                self.check_limits(scheduled)
-            except KernelCompileError:
-                if not scheduled.tile:
-                    raise
-                # a register tile multiplies the loops of copies that cannot share them:
-                # one output per invocation may still fit the device's limits
-                from .kernel.schedule import schedule
-
-                scheduled = schedule(kernel)
-                self.check_limits(scheduled)
-            kernel = scheduled
-            renderer = self.renderer_for(kernel)
-            source = renderer.render(kernel)
-            dump.write(self.name, kernel, source, self.source_suffix)
-            program = cache[key] = self.build(kernel, source, renderer)
+            program = cache[key] = self._compile_new(kernel)
         return program
+
+    def _compile_new(self, kernel: KernelIR) -> Any:
+        from .kernel.tune import tune, tuning_enabled
+
+        if tuning_enabled() and self.max_tile_outputs > 1:
+            return tune(self, kernel)
+        scheduled = self.schedule(kernel)
+        try:
+            self.check_limits(scheduled)
+        except KernelCompileError:
+            if not scheduled.tile:
+                raise
+            # a register tile multiplies the loops of copies that cannot share them:
+            # one output per invocation may still fit the device's limits
+            from .kernel.schedule import schedule
+
+            scheduled = schedule(kernel)
+            self.check_limits(scheduled)
+        return self.build_program(scheduled)
+
+    def build_program(self, scheduled: KernelIR) -> Any:
+        """Render a scheduled kernel (the core passes, then the target's printer), dump it
+        (``SPAWNML_DUMP_KERNELS``) and ``build`` it."""
+        from .kernel import dump
+
+        renderer = self.renderer_for(scheduled)
+        source = renderer.render(scheduled)
+        dump.write(self.name, scheduled, source, self.source_suffix)
+        return self.build(scheduled, source, renderer)
 
     max_tile_outputs: ClassVar[int] = 1
     """Outputs one invocation may compute (a register tile, ``spawnml.kernel.tile``); 1: none."""

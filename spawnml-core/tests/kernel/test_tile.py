@@ -264,3 +264,29 @@ def test_a_tile_over_the_loop_limit_falls_back_to_one_output_per_invocation():
     got = run_kernel(backend, long_branchy_loop, [a], (8, 64), "float32")
     want = np.where(np.arange(64) % 2 == 0, 2500.0 * a.sum(1, keepdims=True), 0.0)
     np.testing.assert_allclose(got, want, rtol=1e-3)
+
+
+@pytest.mark.parametrize("backend_name", TILED)
+def test_the_tuner_measures_each_schedule_once_and_keeps_the_choice(
+    backend_name, monkeypatch, tmp_path
+):
+    from spawnml.kernel import run_kernel, tune
+
+    monkeypatch.setenv("SPAWNML_TUNE", "1")
+    monkeypatch.setenv("SPAWNML_CACHE_DIR", str(tmp_path))
+    a = rng.standard_normal((64, 48)).astype(np.float32)
+    b = rng.standard_normal((48, 64)).astype(np.float32)
+    spec = matmul.specialize([a, b], ((64, 64), "float32"))
+    backend = get_backend(backend_name)
+    variants = tune.candidates(backend, spec)
+    assert len(variants) >= 3 and () in variants  # 16, 8, 4 outputs and untiled
+    timed: list[tuple[int, ...]] = []
+    real = tune._time
+    monkeypatch.setattr(tune, "_time", lambda be, p, k: timed.append(k.tile) or real(be, p, k))
+    for attempt in range(2):
+        backend.__dict__.pop("_programs", None)  # a new process: only the disk remembers
+        got = run_kernel(backend, matmul, [a, b], (64, 64), "float32")
+        np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+    assert sorted(timed) == sorted(variants)  # measured once each, on the first compile
+    (chosen,) = list((tmp_path / "kernels" / backend_name).glob("*.tile"))
+    assert tuple(int(t) for t in chosen.read_text().split("x") if t) in variants

@@ -40,9 +40,15 @@ _SIDE = 4
 """Outputs per tiled axis (4 x 4 over two axes is the budget of a 16-output tile)."""
 
 
-def tiling_enabled() -> bool:
-    """``SPAWNML_TILE=0`` turns register tiles off (every invocation computes one output)."""
-    return os.environ.get("SPAWNML_TILE", "1") != "0"
+def tile_budget(max_outputs: int) -> int:
+    """A target's budget of outputs per invocation under ``SPAWNML_TILE``: ``0`` turns
+    register tiles off (one output per invocation), ``N`` caps the budget at N, unset or
+    ``1`` leaves the target's own."""
+    value = os.environ.get("SPAWNML_TILE", "1").strip()
+    if not value.isdigit():
+        raise ValueError(f"SPAWNML_TILE must be 0, 1 or a number of outputs, not {value!r}")
+    n = int(value)
+    return 1 if n == 0 else max_outputs if n == 1 else min(n, max_outputs)
 
 
 # ----------------------------------------------------------------------------- analysis
@@ -228,9 +234,9 @@ def register_tile(k: ir.KernelIR, max_outputs: int, interleave: bool = False) ->
     """``k`` with the register tile :func:`plan_tile` chooses for a target computing up to
     ``max_outputs`` outputs per invocation (``k`` itself when none pays); ``interleave``:
     see :func:`tile_kernel`."""
-    if k.tile or not tiling_enabled():
+    if k.tile:
         return k
-    tile = plan_tile(k, max_outputs)
+    tile = plan_tile(k, tile_budget(max_outputs))
     return k if tile is None else tile_kernel(k, tile, interleave)
 
 
@@ -518,4 +524,4 @@ def tile_kernel(k: ir.KernelIR, tile: Sequence[int], interleave: bool = False) -
     )
 
 
-__all__ = ["plan_tile", "register_tile", "reuse_axes", "tile_kernel", "tiling_enabled"]
+__all__ = ["plan_tile", "register_tile", "reuse_axes", "tile_budget", "tile_kernel"]
