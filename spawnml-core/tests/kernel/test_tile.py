@@ -283,7 +283,7 @@ def test_the_tuner_measures_each_schedule_once_and_keeps_the_choice(
     timed: list[tuple[int, ...]] = []
     real = tune._time
     monkeypatch.setattr(tune, "_time", lambda be, p, k: timed.append(k.tile) or real(be, p, k))
-    for attempt in range(2):
+    for _ in range(2):
         backend.__dict__.pop("_programs", None)  # a new process: only the disk remembers
         got = run_kernel(backend, matmul, [a, b], (64, 64), "float32")
         np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
