@@ -290,3 +290,15 @@ def test_the_tuner_measures_each_schedule_once_and_keeps_the_choice(
     assert sorted(timed) == sorted(variants)  # measured once each, on the first compile
     (chosen,) = list((tmp_path / "kernels" / backend_name).glob("*.tile"))
     assert tuple(int(t) for t in chosen.read_text().split("x") if t) in variants
+
+
+def test_the_tile_budget_follows_spawnml_tile(monkeypatch):
+    from spawnml.errors import InvalidInputError
+    from spawnml.kernel.tile import tile_budget
+
+    for value, want in (("0", 1), ("1", 16), ("8", 8), ("64", 16)):
+        monkeypatch.setenv("SPAWNML_TILE", value)
+        assert tile_budget(16) == want
+    monkeypatch.setenv("SPAWNML_TILE", "lots")
+    with pytest.raises(InvalidInputError, match="SPAWNML_TILE must be"):
+        tile_budget(16)

@@ -10,14 +10,15 @@ them, so a load that does not depend on a tiled axis (``a[i, k]`` when tiling th
 ``j``) is read once for the whole row of the block and reused from a register. Control flow
 whose condition differs between copies is emitted once per group of copies that agree.
 
-Results are bit-identical to the untiled kernel: every copy performs exactly the operations
-of the original invocation, in the same order. An axis whose extent the tile does not
-divide is clamped (the last block recomputes and re-stores its last element), so no copy
-ever reads or writes past the tensors.
+Every copy performs exactly the operations of the original invocation, in the same order,
+so results are those of the untiled kernel (up to how a target's C compiler contracts
+``a * b + c``). An axis whose extent the tile does not divide is clamped (the last block
+recomputes and re-stores its last element), so no copy ever reads or writes past the tensors.
 
-:func:`plan_tile` chooses the block from the kernel itself: the output axes along which
-some load inside a loop is invariant (the reuse a register tile buys), innermost first, and
-:func:`register_tile` applies it under a target's budget of outputs per invocation.
+:func:`plan_tile` chooses the block from the kernel itself: among the output axes along
+which some load inside a loop is invariant (the reuse a register tile buys), the block of
+one or two axes that issues the fewest loads per output; :func:`register_tile` applies it
+under a target's budget of outputs per invocation.
 Renderers see only :class:`~spawnml.kernel.ir.Store` statements and ``KernelIR.size``,
 the number of invocations, now smaller than the output.
 """
@@ -30,6 +31,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from ..errors import InvalidInputError
 from . import ir
 from .ir import Op
 from .rewrite import PatternMatcher, rewrite
@@ -46,7 +48,10 @@ def tile_budget(max_outputs: int) -> int:
     ``1`` leaves the target's own."""
     value = os.environ.get("SPAWNML_TILE", "1").strip()
     if not value.isdigit():
-        raise ValueError(f"SPAWNML_TILE must be 0, 1 or a number of outputs, not {value!r}")
+        raise InvalidInputError(
+            f"SPAWNML_TILE must be 0 (off), 1 (the target's budget) or a number of outputs "
+            f"per invocation, not {value!r}"
+        )
     n = int(value)
     return 1 if n == 0 else max_outputs if n == 1 else min(n, max_outputs)
 
