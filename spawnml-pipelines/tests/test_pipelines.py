@@ -38,6 +38,25 @@ def test_classify(device: Device, small_models, photo_like) -> None:
     assert preds[0].score >= preds[-1].score
 
 
+@pytest.mark.parametrize("task", ["classify", "style", "remove-bg"])
+def test_one_pipeline_serves_many_images(device: Device, small_models, photo_like,
+                                         task: str) -> None:
+    """A pipeline is called again and again (batch jobs): from the third call on, its model
+    runs from a recorded plan fed with tensors closed after each call; every result equals
+    what a fresh pipeline gives for that image."""
+    images = [photo_like(60 + 7 * i, 80 - 5 * i) for i in range(3)]
+    many = pipeline(task, small_models[task], device.name)
+    got = [many(img) for img in [*images, images[0], images[1]]]
+    wants = [pipeline(task, small_models[task], device.name)(img) for img in images]
+    for result, want in zip(got, [*wants, wants[0], wants[1]]):
+        if task == "classify":
+            assert [(p.index, p.score) for p in result] == [(p.index, p.score) for p in want]
+        elif task == "remove-bg":
+            np.testing.assert_array_equal(result.mask, want.mask)
+        else:
+            np.testing.assert_array_equal(result, want)
+
+
 def test_classify_labels_from_file_and_errors(small_models, photo_like, tmp_path) -> None:
     path = tmp_path / "labels.txt"
     path.write_text("\n".join(f"thing {i}" for i in range(1000)))

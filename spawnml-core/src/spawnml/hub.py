@@ -25,7 +25,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -286,28 +286,62 @@ def fetch(
     path = cached_path(url, filename)
     if _valid_entry(path, sha256):
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(path):
-        if _valid_entry(path, sha256):  # another process finished it while we waited
-            return path
+
+    def download(f: IO[bytes]) -> str:
         if is_offline():
             raise OfflineError(
                 f"SPAWNML_OFFLINE is set, so {url} cannot be downloaded and it is not in the "
                 f"cache (expected at {path}); unset SPAWNML_OFFLINE or copy the file there"
             )
+        with ProgressBar(None, f"fetch {path.name}", enabled=progress) as bar:
+            return _download(url, f, timeout=timeout, retries=retries, progress=bar)
+
+    return _publish(path, sha256, download, what=url)
+
+
+def store(sha256: str, filename: str, chunks: Callable[[], Iterable[bytes]]) -> Path:
+    """A content-addressed cache entry: the local path of the file whose sha256 is
+    ``sha256``, written from ``chunks()`` only when no valid copy is cached yet.
+
+    Concurrent callers (several processes on one machine) write it once; the digest is
+    checked when written and on every hit, and a mismatch raises :class:`ChecksumError`
+    without caching anything. Used to ship model files to workers (spawnml-ray)."""
+    digest = sha256.lower()
+    path = cache_dir() / "blobs" / digest[:2] / digest / filename
+    if _valid_entry(path, digest):
+        return path
+
+    def write(f: IO[bytes]) -> str:
+        h = hashlib.sha256()
+        for chunk in chunks():
+            f.write(chunk)
+            h.update(chunk)
+        return h.hexdigest()
+
+    return _publish(path, digest, write, what=filename)
+
+
+def _publish(
+    path: Path, sha256: str | None, write: Callable[[IO[bytes]], str], *, what: str
+) -> Path:
+    """Fill the cache entry ``path`` under its lock: ``write`` streams the data into a
+    temporary file and returns its sha256, checked against ``sha256``; the file and its
+    ``.sha256`` record are then renamed into place, the record last."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(path):
+        if _valid_entry(path, sha256):  # another process finished it while we waited
+            return path
         _remove_entry(path)  # a stale or corrupted entry
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
         tmp = Path(tmp_name)
         try:
             with os.fdopen(fd, "w+b") as f:
-                bar = ProgressBar(None, f"fetch {path.name}", enabled=progress)
-                with bar:
-                    digest = _download(url, f, timeout=timeout, retries=retries, progress=bar)
+                digest = write(f)
                 f.flush()
                 os.fsync(f.fileno())
             if sha256 and digest != sha256.lower():
                 raise ChecksumError(
-                    f"{url}: sha256 {digest} does not match the expected {sha256.lower()}; "
+                    f"{what}: sha256 {digest} does not match the expected {sha256.lower()}; "
                     "the file was not cached"
                 )
             record = path.with_name(path.name + ".sha256")

@@ -152,6 +152,23 @@ def test_device_tensor_feeds_are_bound_and_rebound(backend: str) -> None:
                 f.close()
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_feeds_closed_by_their_owner_between_runs(backend: str) -> None:
+    """The plan outlives its feeds: each run's DeviceTensor is closed by the caller before
+    the next run (a pipeline's pre-processed image), through recording and many replays."""
+    model = _matmul_chain()
+    b = get_backend(backend)
+    xs = [RNG.standard_normal((1, 8)).astype(np.float32) for _ in range(6)]
+    with InferenceSession(model, [backend]) as sess:
+        for x in xs:
+            with DeviceTensor.from_numpy(b, x) as feed:
+                (y,) = sess.run(None, {"x": feed}, device=True)
+            with y:
+                np.testing.assert_allclose(y.numpy(), _ort(model, {"x": x})[0], rtol=1e-4,
+                                           atol=1e-5)  # fmt: skip
+        assert _recording(sess) is not None
+
+
 def test_control_flow_plans_run_the_normal_path() -> None:
     then_g = helper.make_graph([helper.make_node("Relu", ["x"], ["ty"])], "then", [],
                                [helper.make_tensor_value_info("ty", F, [3])])  # fmt: skip

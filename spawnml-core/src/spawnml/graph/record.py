@@ -453,7 +453,10 @@ class Recording:
         for name, r in self.feed_roots.items():
             tensor = feeds[name]
             root = self.roots[r]
-            if root.tensor is None or root.tensor.buffer is not tensor.buffer:
+            # The last run's feed may be closed by now (its owner is the caller): compare
+            # buffers only while it is open, else bind again.
+            last = root.tensor
+            if last is None or last.closed or last.buffer is not tensor.buffer:
                 changed.add(r)
             root.tensor = tensor
         if not self.groups and self.items:
