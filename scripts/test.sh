@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Quick start 2: lint, every test of every package, then (without arguments) the conformance
-# matrix on every backend and the example third-party backend's inherited tests.
-# Arguments go to pytest and skip the last two steps.
+# matrix on every backend, the example third-party backend's inherited tests, and spawnml-ray
+# installed alone in a fresh venv.
+# Arguments go to pytest and skip the last three steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/python ]; then
@@ -20,3 +21,4 @@ mkdir -p build
   --onnx-node-tests --max-cases 4 --quiet --json build/conformance.json \
   --markdown build/conformance.md --baseline docs/conformance.json | tail -n 25
 scripts/check_example_backend.sh
+scripts/check_ray_install.sh

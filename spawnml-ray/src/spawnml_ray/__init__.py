@@ -1,7 +1,7 @@
 """spawnml on Ray Data: batch inference with one spawnml session or pipeline per actor.
 
-    import ray, spawnml_ray
-    labels = ray.data.read_binary_files("images/", include_paths=True).map_batches(
+    import os, ray, spawnml_ray
+    labels = ray.data.read_binary_files(os.path.abspath("images"), include_paths=True).map_batches(
         spawnml_ray.PipelinePredictor, fn_constructor_kwargs={"task": "classify"},
         compute=ray.data.ActorPoolStrategy(size=2), num_cpus=1)
 

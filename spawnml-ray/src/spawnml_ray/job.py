@@ -80,7 +80,7 @@ def list_inputs(source: str | os.PathLike) -> list[Item]:
     if root.is_dir():
         paths = sorted(p for p in root.rglob("*")
                        if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
-        return [Item(str(p.resolve()), str(p.relative_to(root).with_suffix(""))) for p in paths]
+        return _items(paths, root)
     if not root.is_file():
         raise InvalidInputError(f"input {root}: no such folder or file")
     if root.suffix.lower() not in (".parquet", ".csv"):
@@ -90,20 +90,31 @@ def list_inputs(source: str | os.PathLike) -> list[Item]:
     table = _read_table(root)
     if "path" not in table.column_names:
         raise InvalidInputError(f"input {root}: no 'path' column (columns: {table.column_names})")
-    items: list[Item] = []
-    for text in table.column("path").to_pylist():
-        if not text:
-            continue
-        path = Path(text) if Path(text).is_absolute() else root.parent / text
-        try:
-            name = str(path.resolve().relative_to(root.parent.resolve()).with_suffix(""))
-        except ValueError:  # outside the list's folder: keep it apart by its full path
-            import hashlib
+    texts = [t for t in table.column("path").to_pylist() if t]
+    return _items([Path(t) if Path(t).is_absolute() else root.parent / t for t in texts],
+                  root.parent)
 
-            digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]
-            name = f"_external/{digest}-{path.stem}"
-        items.append(Item(str(path.resolve()), name))
-    return items
+
+def _items(paths: Sequence[Path], root: Path) -> list[Item]:
+    """Items named by their path relative to ``root`` without its suffix (with it, as
+    ``name_png``, where two images would share a name); one outside ``root`` is named by a
+    digest of its full path, so two images never share an output name."""
+    import hashlib
+    from collections import Counter
+
+    items: list[Item] = []
+    base = root.resolve()
+    for path in paths:
+        full = path.resolve()
+        try:
+            name = str(full.relative_to(base).with_suffix(""))
+        except ValueError:
+            digest = hashlib.sha1(str(full).encode()).hexdigest()[:10]
+            name = f"_external/{digest}-{full.stem}"
+        items.append(Item(str(full), name))
+    clashes = Counter(it.name for it in items)
+    return [Item(it.path, f"{it.name}_{Path(it.path).suffix.lstrip('.').lower()}")
+            if clashes[it.name] > 1 else it for it in items]
 
 
 def _read_table(path: Path) -> Any:
@@ -249,8 +260,12 @@ def run_batch(
     if actors < 1 or batch_size < 1:
         raise InvalidInputError(f"actors and batch_size must be >= 1, got {actors}, {batch_size}")
     task_output(task)  # an unknown task fails here, before any cluster starts
-    items = (list_inputs(inputs) if isinstance(inputs, (str, os.PathLike))
-             else [Item(str(Path(p).resolve()), Path(p).stem) for p in inputs])
+    if isinstance(inputs, (str, os.PathLike)):
+        items = list_inputs(inputs)
+    else:
+        paths = [Path(p) for p in inputs]
+        root = Path(os.path.commonpath([p.resolve().parent for p in paths])) if paths else Path()
+        items = _items(paths, root)
     if not items:
         raise InvalidInputError(f"no images found in {inputs}")
     done = _done_paths(output, retry_errors)
