@@ -59,3 +59,62 @@ def test_batch_command_reports_actors_that_cannot_start(tmp_path, make_images) -
     assert last.startswith("spawnml: error: the classify actors cannot start: "
                            "BackendUnavailableError: none of the backends nope"), last
     assert read_results(tmp_path / "out").num_rows == 0  # nothing recorded as done
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop_session(sid: int) -> None:
+    """Kill every process of the session ``sid`` (a Ray head and all it started)."""
+    import os
+    import signal
+
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.getsid(int(entry)) == sid:
+                    os.kill(int(entry), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+@pytest.mark.slow
+def test_batch_command_over_ray_client(tmp_path, make_images) -> None:
+    """``--address ray://`` to a separately started head (token authentication on, as Ray
+    sets it up): the pass runs on the cluster, the results come back to this machine."""
+    import os
+    import time
+    from pathlib import Path
+
+    ray_cli = Path(sys.executable).with_name("ray")
+    port, client = _free_port(), _free_port()
+    head = subprocess.Popen(
+        [str(ray_cli), "start", "--head", "--block", "--num-cpus", "2", "--include-dashboard",
+         "false", "--node-ip-address", "127.0.0.1", "--port", str(port),
+         "--ray-client-server-port", str(client), "--min-worker-port", "30000",
+         "--max-worker-port", "30999"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        cwd=tmp_path)
+    try:
+        make_images(tmp_path / "in", 4, seed=14, nested=False)
+        env = {**os.environ, "RAY_AUTH_MODE": "token"}
+        args = [sys.executable, "-m", "spawnml", "batch", "classify", str(tmp_path / "in"),
+                str(tmp_path / "out"), "--address", f"ray://127.0.0.1:{client}", "-b", "cpu"]
+        deadline = time.monotonic() + 120
+        while True:  # the head takes a few seconds to listen
+            done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
+            if done.returncode == 0 or time.monotonic() > deadline or \
+                    "cannot start or reach Ray" not in done.stderr:
+                break
+            time.sleep(3)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "4 processed (0 errors)" in done.stderr
+        assert read_results(tmp_path / "out").num_rows == 4
+    finally:
+        _stop_session(head.pid)
+        head.wait(timeout=30)

@@ -225,7 +225,10 @@ def connect(address: str | None, num_cpus: int | None = None) -> bool:
         else:
             ray.init(address=address, **kwargs)
     except Exception as exc:  # ray raises ConnectionError, RuntimeError...
-        raise BatchError(f"cannot start or reach Ray at {address or 'local'}: {exc}") from exc
+        hint = (" (a cluster with token authentication needs RAY_AUTH_MODE=token and its "
+                "token here)" if str(address).startswith("ray://") else "")
+        raise BatchError(
+            f"cannot start or reach Ray at {address or 'local'}: {exc}{hint}") from exc
     return True
 
 
@@ -286,9 +289,9 @@ def run_batch(
             while remaining := [it for it in todo if it.path not in done]:
                 before = len(done)
                 try:
-                    for columns in _execute(task, shipped, backend, remaining, actors,
-                                            batch_size, num_cpus, num_gpus, options,
-                                            (job, task_retries)):
+                    for columns in _passes(task, shipped, backend, remaining, actors,
+                                           batch_size, num_cpus, num_gpus, options,
+                                           (job, task_retries)):
                         rows, errors = writer.write(columns)
                         done.update(columns["path"])
                         report.add(rows, errors, columns.get("backend", []))
@@ -347,6 +350,64 @@ def _execute(task: str, shipped: ShippedModel, backend: BackendRef, items: list[
     )
     for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
         yield batch.to_pydict()
+
+
+def _passes(*args: Any) -> Iterable[dict[str, list[Any]]]:
+    """:func:`_execute` here, or on the cluster when this driver is a Ray Client (which
+    cannot iterate a Dataset itself): a coordinator actor runs the pass there and hands the
+    result blocks back as they come."""
+    import ray
+
+    if not ray.util.client.ray.is_connected():
+        yield from _execute(*args)
+        return
+    coordinator = ray.remote(num_cpus=0)(_Coordinator).remote(*args)
+    try:
+        while (blocks := ray.get(coordinator.take.remote())) is not None:
+            yield from blocks
+    finally:
+        ray.kill(coordinator)
+
+
+_RUNNING = object()
+
+
+class _Coordinator:
+    """Runs one pass of :func:`_execute` on the cluster in a thread; ``take`` returns the
+    result blocks finished since the last call (waiting for at least one), None at the end,
+    and raises the pass's error."""
+
+    def __init__(self, *args: Any) -> None:
+        import queue
+        import threading
+
+        self.queue: queue.Queue = queue.Queue()
+        self.end: Any = _RUNNING  # then None (finished) or the pass's exception
+        threading.Thread(target=self._run, args=args, daemon=True).start()
+
+    def _run(self, *args: Any) -> None:
+        try:
+            for block in _execute(*args):
+                self.queue.put(block)
+        except BaseException as exc:  # noqa: BLE001 - handed to the driver by take()
+            self.queue.put(exc)
+        else:
+            self.queue.put(None)
+
+    def take(self, most: int = 64) -> list[dict[str, list[Any]]] | None:
+        blocks: list[dict[str, list[Any]]] = []
+        while len(blocks) < most and self.end is _RUNNING and (
+                not blocks or not self.queue.empty()):
+            item = self.queue.get()
+            if item is None or isinstance(item, BaseException):
+                self.end = item
+            else:
+                blocks.append(item)
+        if blocks:
+            return blocks
+        if isinstance(self.end, BaseException):
+            raise self.end
+        return None
 
 
 def _test_hooks() -> dict[str, Any]:
