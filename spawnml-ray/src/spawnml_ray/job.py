@@ -285,7 +285,7 @@ def run_batch(
         job = uuid.uuid4().hex
         with ProgressBar(len(todo), f"{task} batch", unit="image", enabled=progress) as bar, \
                 _quiet_ray_logs():
-            failed_passes = 0
+            failed_passes = stalled = 0
             while remaining := [it for it in todo if it.path not in done]:
                 before = len(done)
                 try:
@@ -301,7 +301,8 @@ def run_batch(
                     if cause is not None:
                         raise BatchError(f"the {task} actors cannot start: {cause}") from exc
                     failed_passes += 1  # a lost node or object: run what is left again
-                    if len(done) == before or failed_passes > task_retries:
+                    stalled = stalled + 1 if len(done) == before else 0
+                    if stalled > 1 or failed_passes > task_retries:
                         reason = str(exc).strip().splitlines()[0]
                         left = [it for it in remaining if it.path not in done]
                         rows, errors = writer.write(_lost(left, done, reason))
