@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     from spawnml_ray import read_results, run_batch
 
     counts = [int(c) for c in args.actors.split(",")]
-    ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, log_to_driver=False,
              configure_logging=False)
     rows: dict[int, dict] = {}
     rates: dict[int, float] = {}

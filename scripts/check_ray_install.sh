@@ -30,7 +30,7 @@ graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
 path = tempfile.mktemp(suffix=".onnx")
 onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
 x = np.random.default_rng(1).standard_normal((20, 8)).astype(np.float32)
-ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
 ds = ray.data.from_numpy(x).map_batches(
     spawnml_ray.SessionPredictor, batch_size=5, num_cpus=1,
     fn_constructor_kwargs={"model": spawnml_ray.ship_model(path), "input_column": "data"},

@@ -13,7 +13,7 @@ import pytest
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[None]:
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
              configure_logging=False)
     try:
         yield

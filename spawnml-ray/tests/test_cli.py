@@ -115,6 +115,11 @@ def test_batch_command_over_ray_client(tmp_path, make_images) -> None:
         assert done.returncode == 0, done.stderr[-2000:]
         assert "4 processed (0 errors)" in done.stderr
         assert read_results(tmp_path / "out").num_rows == 4
+        # --address local starts its own cluster even while `ray start` has one running
+        local = _batch("classify", str(tmp_path / "in"), str(tmp_path / "out-local"), "-b",
+                       "cpu", "--cluster-cpus", "2")
+        assert local.returncode == 0, local.stderr[-2000:]
+        assert "4 processed (0 errors)" in local.stderr
     finally:
         _stop_session(head.pid)
         head.wait(timeout=30)

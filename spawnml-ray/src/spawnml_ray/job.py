@@ -221,7 +221,7 @@ def connect(address: str | None, num_cpus: int | None = None) -> bool:
                               "configure_logging": False}
     try:
         if address in (None, "local"):
-            ray.init(num_cpus=num_cpus, **kwargs)
+            ray.init(address="local", num_cpus=num_cpus, **kwargs)
         else:
             ray.init(address=address, **kwargs)
     except Exception as exc:  # ray raises ConnectionError, RuntimeError...
