@@ -33,7 +33,8 @@ def test_plugin_registers_pipelines_and_commands() -> None:
     pm.load_entry_points(only={"pipelines"})
     (record,) = pm.records
     assert record.loaded and not record.error, record.error
-    assert record.hooks == ["spawnml_register_commands", "spawnml_register_pipelines"]
+    assert record.hooks == ["spawnml_register_commands", "spawnml_register_models",
+                            "spawnml_register_pipelines"]
     registered: dict[str, type] = {}
     pm.hook.spawnml_register_pipelines(register=lambda task, cls: registered.setdefault(task, cls))
     assert sorted(registered) == sorted(COMMANDS)
@@ -117,8 +118,10 @@ def test_remove_bg_transparent_png_and_mask(small_models, image: Path, tmp_path:
 def test_errors_are_reported_not_raised(tmp_path: Path, capsys) -> None:
     assert main(["classify", str(tmp_path / "missing.png"), "-b", "cpu"]) == 1
     assert "cannot read image" in capsys.readouterr().err
-    assert main(["depth", str(tmp_path), "-m", "nonexistent-model", "-b", "cpu"]) == 1
-    assert "known model name" in capsys.readouterr().err
+    image = tmp_path / "img.png"
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(image)
+    assert main(["depth", str(image), "-m", "nonexistent-model", "-b", "cpu"]) == 1
+    assert "not a file, a URL or a built-in name" in capsys.readouterr().err
 
 
 def test_progress_bar_on_long_runs(small_models, image: Path, tmp_path: Path, capsys) -> None:

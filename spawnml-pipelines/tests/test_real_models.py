@@ -75,10 +75,10 @@ def _full_size_params() -> list:
 @pytest.mark.parametrize("backend, task", _full_size_params())
 def test_full_size_models(backend: str, task: str, cat: np.ndarray) -> None:
     """The generated models at their shipped 224×224 sizes, from Python, on every backend."""
-    from spawnml_pipelines.models import KNOWN_MODELS
+    from spawnml_pipelines.models import resolve_model
 
     name = {"classify": "squeezenet1_1", "depth": "depth_tiny", "style": "transformer_net"}[task]
-    path = KNOWN_MODELS[name].locate()
+    path = resolve_model(name)
     pipe = pipeline(task, name, backend)
     if task == "classify":
         probs = testing.classify(path, cat, (224, 224), 256, IMAGENET_MEAN, IMAGENET_STD)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import traceback
 from collections.abc import Sequence
 
 from . import __version__
@@ -73,6 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="spawnml", description="Run neural networks on any hardware from one operator source."
     )
     parser.add_argument("--version", action="version", version=f"spawnml {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback when a command fails (anywhere on the line)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser("backends", help="list registered backends and whether they can run here")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -94,17 +97,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _fail(message: str) -> int:
+    print(f"spawnml: error: {message}", file=sys.stderr)
+    return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. Every failure ends in one ``spawnml: error: ...`` line and exit
+    status 1 (argparse's usage errors: 2; Ctrl-C: 130); ``--debug`` adds the traceback."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv[: argv.index("--")] if "--" in argv else "--debug" in argv
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args([a for a in argv if a != "--debug"] if debug else argv)
+    args.debug = debug
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
     try:
         return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return _fail("interrupted") + 129
     except SpawnMLError as exc:
-        print(f"spawnml: error: {exc}", file=sys.stderr)
-        return 1
+        if args.debug:
+            traceback.print_exc()
+        return _fail(str(exc))
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback, unless --debug
+        if args.debug:
+            traceback.print_exc()
+        return _fail(f"{type(exc).__name__}: {exc}" + ("" if args.debug else
+                                                       " (run with --debug for the traceback)"))
 
 
 if __name__ == "__main__":

@@ -27,11 +27,14 @@ def _shape_str(shape: Any) -> str:
     return "?" if shape is None else "[" + ", ".join(str(d) for d in shape) + "]"
 
 
-def random_feeds(session: Any, seed: int = 0) -> dict[str, np.ndarray]:
-    """A random array per input; symbolic dims are 1."""
+def random_feeds(session: Any, seed: int = 0, skip: set[str] | None = None
+                 ) -> dict[str, np.ndarray]:
+    """A random array per input (except those in ``skip``); symbolic dims are 1."""
     rng = np.random.default_rng(seed)
     feeds = {}
     for v in session.graph.inputs:
+        if v.name in (skip or ()):
+            continue
         info = v.info
         if info is None or info.shape is None:
             raise InvalidInputError(f"input {v.name!r} has no declared shape; pass --input")
@@ -46,14 +49,45 @@ def random_feeds(session: Any, seed: int = 0) -> dict[str, np.ndarray]:
     return feeds
 
 
-def _load_inputs(specs: Sequence[str] | None) -> dict[str, np.ndarray]:
+def _load_inputs(specs: Sequence[str] | None, session: Any) -> dict[str, np.ndarray]:
+    """``--input NAME=FILE.npy`` feeds, checked against the model's inputs."""
+    names = [v.name for v in session.graph.inputs]
     feeds = {}
     for spec in specs or []:
         name, sep, path = spec.partition("=")
-        if not sep:
+        if not sep or not name or not path:
             raise InvalidInputError(f"--input expects NAME=FILE.npy, got {spec!r}")
-        feeds[name] = np.load(path, allow_pickle=False)
+        if name not in names:
+            raise InvalidInputError(
+                f"--input {name}: the model has no input {name!r} (inputs: {', '.join(names)})")
+        try:
+            feeds[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as exc:
+            raise InvalidInputError(f"--input {name}: cannot read {path!r} as a .npy array: "
+                                    f"{exc}") from None  # fmt: skip
     return feeds
+
+
+def model_path(ref: str) -> str:
+    """A model argument (path, URL or built-in name, see ``spawnml models``) as a file path."""
+    from .model_catalog import resolve_model
+
+    return str(resolve_model(ref))
+
+
+def backend_args(text: str | None) -> list[str]:
+    """A ``--backends a,b`` argument, each name registered and available here; None: all
+    available ones."""
+    from .registry import get_backend
+
+    if not text:
+        return get_available_backends()
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise InvalidInputError(f"--backends names no backend: {text!r}")
+    for name in names:
+        get_backend(name)  # raises with the registered names / the reason it cannot run
+    return names
 
 
 def _session(model: str, backends: list[str] | None) -> Any:
@@ -115,6 +149,8 @@ def cmd_info(args: argparse.Namespace, table: Table) -> int:
     from .graph.importer import import_model
     from .graph.plan import lookup_op
 
+    backends = backend_args(args.backends)
+    args.model = model_path(args.model)
     graph = import_model(args.model)
     print(f"model: {args.model}")
     print("opsets: " + ", ".join(f"{d or 'ai.onnx'}={v}" for d, v in sorted(graph.opsets.items())))
@@ -125,7 +161,6 @@ def cmd_info(args: argparse.Namespace, table: Table) -> int:
              _shape_str(v.info.shape if v.info else None)] for v in graph.outputs]  # fmt: skip
     print("\noutputs:\n" + table(rows, ["name", "type", "shape"]))
     hist = Counter((n.domain, n.op_type) for n in graph.walk())
-    backends = args.backends.split(",") if args.backends else get_available_backends()
     support: dict[str, dict[tuple[str, str], str]] = {}
     memory: dict[str, Any] = {}
     for b in backends:
@@ -179,9 +214,21 @@ def _errors(got: Sequence[np.ndarray], want: Sequence[np.ndarray], names: Sequen
 
 
 def cmd_run(args: argparse.Namespace, table: Table) -> int:
-    sess = _session(args.model, [args.backend] if args.backend else None)
-    feeds = random_feeds(sess)
-    feeds.update(_load_inputs(args.input))
+    backends = backend_args(args.backend)
+    _peer_name(args.compare)
+    for flag in ("benchmark", "profile", "profile_rows"):
+        if getattr(args, flag) < 0:
+            raise InvalidInputError(f"--{flag.replace('_', '-')} must be >= 0")
+    if (args.plot or args.json) and not args.profile:
+        raise InvalidInputError("--plot and --json describe a profile: add --profile")
+    if args.plot:
+        from .plot import require_matplotlib
+
+        require_matplotlib()  # before the run, not after it
+    args.model = model_path(args.model)
+    sess = _session(args.model, backends)
+    given = _load_inputs(args.input, sess)
+    feeds = {**random_feeds(sess, skip=set(given)), **given}
     outputs = sess.run(None, feeds)
     names = [o.name for o in sess.get_outputs()]
     rows = [[n, str(o.dtype), str(tuple(o.shape)),
@@ -202,6 +249,11 @@ def cmd_run(args: argparse.Namespace, table: Table) -> int:
             with open(args.json, "w") as f:
                 f.write(prof.json())
             print(f"profile written to {args.json}")
+        if args.plot:
+            from .plot import plot_profile
+
+            path = plot_profile(prof, args.plot, limit=args.profile_rows)
+            print(f"profile plot written to {path}")
     if args.benchmark:
         times = sorted(_time(lambda: sess.run(None, feeds), args.benchmark))
         p90 = times[min(len(times) - 1, math.ceil(0.9 * len(times)) - 1)]
@@ -215,7 +267,9 @@ def cmd_run(args: argparse.Namespace, table: Table) -> int:
 # -------------------------------------------------------------------------------- bench
 
 
-def _progress(done: int, total: int, label: str) -> None:
+def _progress(done: int, total: int, label: str, enabled: bool) -> None:
+    if not enabled:
+        return
     width = 30
     fill = width * done // max(total, 1)
     sys.stderr.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {done}/{total} {label[:40]:40s}")
@@ -224,18 +278,32 @@ def _progress(done: int, total: int, label: str) -> None:
         sys.stderr.write("\n")
 
 
+def _peer_name(text: str | None) -> str | None:
+    if text and text != "onnxruntime":
+        backend_args(text)  # a backend as the peer: registered and available
+    return text
+
+
 def cmd_bench(args: argparse.Namespace, table: Table) -> int:
-    backends = args.backends.split(",") if args.backends else get_available_backends()
-    peer = args.against
-    total = len(args.models) * (len(backends) + (1 if peer else 0))
+    backends = backend_args(args.backends)
+    peer = _peer_name(args.against)
+    if args.runs < 1:
+        raise InvalidInputError(f"--runs must be at least 1, got {args.runs}")
+    if args.plot:
+        from .plot import require_matplotlib
+
+        require_matplotlib()  # before the bench, not after it
+    models = [(ref, model_path(ref)) for ref in args.models]
+    show = args.progress if args.progress is not None else sys.stderr.isatty()
+    total = len(models) * (len(backends) + (1 if peer else 0))
     done = 0
     results: list[dict[str, Any]] = []
-    for model in args.models:
-        entry: dict[str, Any] = {"model": model, "median_ms": {}, "errors": {}}
+    for label, model in models:
+        entry: dict[str, Any] = {"model": label, "median_ms": {}, "errors": {}}
         feeds = None
         runs: dict[str, Callable[[], Any]] = {}
         for name in ([peer] if peer else []) + backends:
-            _progress(done, total, f"{model} on {name}")
+            _progress(done, total, f"{label} on {name}", show)
             try:
                 if name == "onnxruntime":
                     sess = _ort_session(model)
@@ -253,7 +321,7 @@ def cmd_bench(args: argparse.Namespace, table: Table) -> int:
         for name, times in _time_interleaved(runs, args.runs).items():
             entry["median_ms"][name] = float(np.median(times) * 1e3)
         results.append(entry)
-    _progress(total, total, "done")
+    _progress(total, total, "done", show)
     header = ["model", *backends] + ([peer] if peer else [])
     rows = []
     for e in results:
@@ -274,38 +342,110 @@ def cmd_bench(args: argparse.Namespace, table: Table) -> int:
             if ratios:
                 summary[b] = float(math.exp(np.mean(np.log(ratios))))
                 print(f"geometric mean time ratio {b}/{peer}: {summary[b]:.2f}")
-    for e in results:
-        for name, err in e["errors"].items():
-            print(f"{e['model']} on {name}: {err}", file=sys.stderr)
+    failed = [(e["model"], name, err) for e in results for name, err in e["errors"].items()]
+    for model, name, err in failed:
+        print(f"{model} on {name}: {err}", file=sys.stderr)
+    data = {"results": results, "geomean_ratio": summary, "against": peer}
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"results": results, "geomean_ratio": summary, "against": peer}, f, indent=2)
+            json.dump(data, f, indent=2)
+    if args.plot:
+        from .plot import plot_bench
+
+        print(f"plot written to {plot_bench(data, args.plot)}")
+    if failed:
+        raise SpawnMLError(f"{len(failed)} of {total} model/contender pairs failed (listed "
+                           "above); their cells say 'error'")  # fmt: skip
     return 0
+
+
+# -------------------------------------------------------------------------------- models
+
+
+def cmd_models(args: argparse.Namespace, table: Table) -> int:
+    from .model_catalog import catalog
+
+    entries = list(catalog().values())
+    if args.fetch:
+        known = {m.name: m for m in entries}
+        for name in args.fetch:
+            if name not in known:
+                raise InvalidInputError(f"no built-in model {name!r} (built-in: "
+                                        f"{', '.join(known)})")  # fmt: skip
+            print(f"{name}: {known[name].locate()}")
+        return 0
+    if args.json:
+        print(json.dumps([m.as_dict() for m in entries], indent=2))
+        return 0
+    rows = [[m.name, m.task or "-", m.size, "yes" if m.cached() else "no", m.source, m.license]
+            for m in entries]  # fmt: skip
+    print(table(rows, ["model", "task", "size", "cached", "source", "license"]))
+    print("\nAny command that takes a model file also takes these names; a model that is not "
+          "cached is built or fetched on first use (`spawnml models --fetch NAME` does it now).")
+    return 0
+
+
+_MODEL_HELP = ("ONNX model: a path, an http(s)/file URL (fetched into the cache) or a "
+               "built-in name such as squeezenet1_1 (see `spawnml models`)")
+_BACKENDS_HELP = ("comma-separated backend names, in preference order (default: every "
+                  "available one; see `spawnml backends`)")
 
 
 def add_commands(sub: Any, table: Table) -> None:
     """Register info/run/bench on the CLI's subparsers."""
-    p = sub.add_parser("info", help="inputs, outputs, opsets, ops and their support per backend")
-    p.add_argument("model")
-    p.add_argument("--backends", help="comma-separated (default: the available ones)")
+    p = sub.add_parser(
+        "info", help="inputs, outputs, opsets, ops and their support per backend",
+        description="Describe a model: its inputs and outputs, opsets, every op type with its "
+        "count and how it runs on each backend (kernel, portable, host, folded, fused), and "
+        "the planned peak memory per backend.")  # fmt: skip
+    p.add_argument("model", help=_MODEL_HELP)
+    p.add_argument("--backends", help=_BACKENDS_HELP)
     p.set_defaults(func=lambda a: cmd_info(a, table))
-    p = sub.add_parser("run", help="run a model once (random feeds unless --input is given)")
-    p.add_argument("model")
-    p.add_argument("--backend")
-    p.add_argument("--input", action="append", metavar="NAME=FILE.npy")
-    p.add_argument("--compare", metavar="onnxruntime|BACKEND")
-    p.add_argument("--benchmark", type=int, metavar="N", default=0)
+    p = sub.add_parser(
+        "run", help="run a model once (random feeds unless --input is given)",
+        description="Run a model once and print each output's dtype, shape and mean, and "
+        "where the nodes ran. Inputs not given with --input are random (symbolic dims 1).")
+    p.add_argument("model", help=_MODEL_HELP)
+    p.add_argument("--backend", help=_BACKENDS_HELP)
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy",
+                   help="feed input NAME from a .npy file (repeat for several inputs)")
+    p.add_argument("--compare", metavar="onnxruntime|BACKEND",
+                   help="run the same feeds there too and print the max abs/rel error")
+    p.add_argument("--benchmark", type=int, metavar="N", default=0,
+                   help="time N more runs: median, p90 and planned peak memory")
     p.add_argument("--profile", type=int, nargs="?", const=10, default=0, metavar="N",
                    help="profile N runs (default 10) per kernel: nodes, backend, time, bytes, "
                    "launches per run, host vs device time")  # fmt: skip
     p.add_argument("--profile-rows", type=int, default=40, metavar="N",
                    help="kernels shown in the profile table (slowest first; JSON has all)")
     p.add_argument("--json", metavar="FILE", help="write the profile as JSON (with --profile)")
+    p.add_argument("--plot", metavar="FILE.png",
+                   help="draw the per-kernel time breakdown (with --profile; needs "
+                   "spawnml-core[plot])")  # fmt: skip
     p.set_defaults(func=lambda a: cmd_run(a, table))
-    p = sub.add_parser("bench", help="time models on several backends side by side")
-    p.add_argument("models", nargs="+")
-    p.add_argument("--backends", help="comma-separated (default: the available ones)")
-    p.add_argument("--against", metavar="onnxruntime|BACKEND")
+    p = sub.add_parser(
+        "bench", help="time models on several backends side by side",
+        description="Time each model on each backend (and a peer) in the same run, in "
+        "alternating blocks so that load drift hits every contender alike; prints median "
+        "times, ratios to the peer and their geometric mean. Exits 1 if any contender "
+        "failed.")  # fmt: skip
+    p.add_argument("models", nargs="+", metavar="MODEL", help=_MODEL_HELP)
+    p.add_argument("--backends", help=_BACKENDS_HELP)
+    p.add_argument("--against", metavar="onnxruntime|BACKEND",
+                   help="the peer every backend's time is divided by")
     p.add_argument("--runs", type=int, default=10, help="timed runs per contender (default 10)")
-    p.add_argument("--json", metavar="FILE")
+    p.add_argument("--json", metavar="FILE", help="write medians, errors and ratios as JSON")
+    p.add_argument("--plot", metavar="FILE.png",
+                   help="draw per-model, per-backend ratio bars (needs spawnml-core[plot])")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr (default: only when stderr is a terminal)")
     p.set_defaults(func=lambda a: cmd_bench(a, table))
+    p = sub.add_parser(
+        "models", help="the built-in model names, their source, size, license and cache state",
+        description="List the model names every model argument accepts: generated "
+        "architectures (seeded weights, built locally) and real models fetched from package "
+        "registries (pip/npm), plus those plugins add.")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--fetch", nargs="+", metavar="NAME",
+                   help="build or fetch these models into the cache now and print their paths")
+    p.set_defaults(func=lambda a: cmd_models(a, table))

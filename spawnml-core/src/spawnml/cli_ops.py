@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from .errors import InvalidInputError
 from .registry import backend_classes, backend_kernels, op_definitions
 
 Table = Callable[[list[list[str]], list[str]], str]
@@ -62,7 +63,12 @@ def render_markdown(rows: list[dict[str, Any]], backends: list[str]) -> str:
 
 
 def cmd_ops(args: argparse.Namespace, table: Table) -> int:
-    backends = [args.backend] if args.backend else sorted(backend_classes())
+    registered = sorted(backend_classes())
+    backends = [n.strip() for n in args.backend.split(",")] if args.backend else registered
+    unknown = [n for n in backends if n not in registered]
+    if unknown:
+        raise InvalidInputError(f"no backend named {', '.join(map(repr, unknown))} is "
+                                f"registered (registered: {', '.join(registered)})")  # fmt: skip
     rows = support_rows(backends)
     if args.format == "json":
         print(json.dumps(rows, indent=2))
@@ -75,7 +81,13 @@ def cmd_ops(args: argparse.Namespace, table: Table) -> int:
 
 
 def add_commands(sub: Any, table: Table) -> None:
-    p = sub.add_parser("ops", help="registered operators, their opsets and support per backend")
-    p.add_argument("--backend", help="only this backend's column")
-    p.add_argument("--format", choices=["table", "md", "json"], default="table")
+    p = sub.add_parser(
+        "ops", help="registered operators, their opsets and support per backend",
+        description="Every registered operator (all plugins), the opsets its definitions "
+        "cover, and per backend whether it runs as a portable kernel, a backend-specific "
+        "kernel or on the host. Which cases pass is in docs/conformance.md.")
+    p.add_argument("--backend", help="only these backends' columns (comma-separated; "
+                   "registered ones, available or not)")
+    p.add_argument("--format", choices=["table", "md", "json"], default="table",
+                   help="table (default), md (docs/operators.md) or json")
     p.set_defaults(func=lambda a: cmd_ops(a, table))

@@ -58,3 +58,7 @@ class OutOfMemoryError(SpawnMLError, MemoryError):
 
 class PluginError(SpawnMLError):
     """A plugin is malformed (for example, a misspelled hook implementation)."""
+
+
+class MissingDependencyError(SpawnMLError, ImportError):
+    """An optional dependency a feature needs is not installed."""

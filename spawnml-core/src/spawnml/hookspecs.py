@@ -39,3 +39,9 @@ def spawnml_register_pipelines(register: Callable[..., None]) -> None:
 @hookspec
 def spawnml_register_commands(cli: Any) -> None:
     """Add subcommands to the ``spawnml`` CLI (an argparse subparsers object)."""
+
+
+@hookspec
+def spawnml_register_models(register: Callable[[Any], None]) -> None:
+    """Add built-in model names: ``register(spawnml.model_catalog.CatalogModel(...))``; every
+    command and API that takes a model path then also takes the name."""

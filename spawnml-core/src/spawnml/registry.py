@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from .backend import Backend, BackendInfo, DeviceKind
-from .errors import BackendUnavailableError, PluginError
+from .errors import BackendUnavailableError, InvalidInputError, PluginError
 from .plugins import get_plugin_manager
 
 _lock = threading.RLock()
@@ -83,6 +84,19 @@ def get_available_backends() -> list[str]:
     return [info.name for info in list_backends() if info.available]
 
 
+def backend_names(spec: str | Sequence[Any] | None) -> list[Any] | None:
+    """A backend list from what a user passes: ``None`` (the default), one name, a
+    comma-separated string (``"webgpu,cpu"``) or a sequence of names/Backend objects."""
+    if spec is None:
+        return None
+    if isinstance(spec, str):
+        names = [part.strip() for part in spec.split(",") if part.strip()]
+        if not names:
+            raise InvalidInputError(f"no backend named in {spec!r}")
+        return names
+    return list(spec)
+
+
 def get_backend(name: str, **options: Any) -> Backend:
     """The process-wide instance of a backend (created on first use)."""
     with _lock:
@@ -91,8 +105,12 @@ def get_backend(name: str, **options: Any) -> Backend:
         classes = backend_classes()
         if name not in classes:
             known = ", ".join(sorted(classes)) or "none"
+            failed = "".join(
+                f"; plugin {r.name!r} failed to load: {r.error}"
+                for r in get_plugin_manager().failed()
+            )
             raise BackendUnavailableError(
-                f"no backend named {name!r} is registered (registered: {known})"
+                f"no backend named {name!r} is registered (registered: {known}){failed}"
             )
         cls, plugin = classes[name]
         info = _probe(name, cls, plugin)

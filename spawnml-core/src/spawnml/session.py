@@ -30,7 +30,7 @@ from .graph.plan import HOST, lookup_op
 from .graph.runtime import Plan, Runner
 from .op import TensorInfo
 from .profile import Profile
-from .registry import get_available_backends, get_backend
+from .registry import backend_names, get_available_backends, get_backend
 from .tensor import DeviceTensor
 
 log = logging.getLogger("spawnml.session")
@@ -114,7 +114,7 @@ class InferenceSession:
     def __init__(
         self,
         path_or_bytes: str | os.PathLike | bytes | Any,
-        backends: Sequence[str | Backend] | None = None,
+        backends: str | Sequence[str | Backend] | None = None,
         strict: bool = False,
         options: SessionOptions | Mapping[str, Any] | None = None,
     ) -> None:
@@ -122,7 +122,8 @@ class InferenceSession:
             options = SessionOptions(**options)
         self.options = options or SessionOptions()
         self.strict = strict
-        names = list(backends) if backends is not None else get_available_backends()
+        names = backend_names(backends)
+        names = names if names is not None else get_available_backends()
         if not names:
             raise InvalidInputError("no backends given")
         self.backends = [b if isinstance(b, Backend) else get_backend(b) for b in names]

@@ -43,7 +43,7 @@ def test_run_reports_a_bad_input_name(model_path: str, tmp_path, capsys) -> None
     x = tmp_path / "x.npy"
     np.save(x, np.ones((8, 4), np.float32))
     assert main(["run", model_path, "--backend", "cpu", "--input", f"nope={x}"]) == 1
-    assert "unknown input name(s) ['nope']" in capsys.readouterr().err
+    assert "the model has no input 'nope' (inputs: x)" in capsys.readouterr().err
 
 
 def test_bench_writes_json(model_path: str, tmp_path, capsys) -> None:

@@ -11,6 +11,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from spawnml.errors import InvalidInputError
+
 from .base import Pipeline
 from .classify import ImageClassificationPipeline, Prediction
 from .depth import DepthEstimationPipeline, DepthResult
@@ -43,7 +45,8 @@ def pipeline(task: str, model: str | os.PathLike | None = None,
     known = registered_pipelines()
     name = ALIASES.get(task, task)
     if name not in known:
-        raise ValueError(f"unknown task {task!r}; known: {', '.join(sorted(known))}")
+        raise InvalidInputError(f"unknown task {task!r}; known: {', '.join(sorted(known))} "
+                                f"(or {', '.join(sorted(ALIASES))})")
     return known[name](model, backend, **options)
 
 

@@ -55,9 +55,13 @@ def encoder_decoder(name: str, size: int = 224, head: str = "depth", seed: int =
     return model
 
 
+def _file(name: str, size: int) -> Path:
+    return cache_dir() / "models" / "generated" / f"{name}-{size}-v{VERSION}.onnx"
+
+
 def generated_path(name: str = "depth_tiny", size: int = 224, head: str = "depth") -> Path:
     """The generated model's path, built into ``<cache>/models/generated`` on first use."""
-    path = cache_dir() / "models" / "generated" / f"{name}-{size}-v{VERSION}.onnx"
+    path = _file(name, size)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{id(path)}.tmp")
@@ -68,3 +72,9 @@ def generated_path(name: str = "depth_tiny", size: int = 224, head: str = "depth
 
 def depth_model_path() -> Path:
     return generated_path("depth_tiny", 224, "depth")
+
+
+def cached_depth_model() -> Path | None:
+    """``depth_tiny``'s path when it is already built, else None (builds nothing)."""
+    path = _file("depth_tiny", 224)
+    return path if path.exists() else None

@@ -19,6 +19,14 @@ def spawnml_register_pipelines(register: Callable[..., None]) -> None:
 
 
 @hookimpl
+def spawnml_register_models(register: Callable[..., None]) -> None:
+    """Add ``depth_tiny``, the depth pipeline's generated model, to the model catalog."""
+    from .models import depth_tiny
+
+    register(depth_tiny())
+
+
+@hookimpl
 def spawnml_register_commands(cli: Any) -> None:
     """Add ``spawnml classify|depth|style|remove-bg|upscale``."""
     from .cli import add_commands

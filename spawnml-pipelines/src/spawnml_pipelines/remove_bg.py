@@ -18,12 +18,15 @@ BACKGROUNDS = ("transparent", "color", "blur")
 
 def parse_color(text: str | tuple[int, int, int]) -> tuple[int, int, int]:
     """"#RRGGBB", "R,G,B" or a tuple -> an RGB triple."""
-    if not isinstance(text, str):
-        rgb = tuple(int(v) for v in text)
-    elif text.startswith("#") and len(text) == 7:
-        rgb = tuple(int(text[i : i + 2], 16) for i in (1, 3, 5))
-    else:
-        rgb = tuple(int(v) for v in text.split(","))
+    try:
+        if not isinstance(text, str):
+            rgb = tuple(int(v) for v in text)
+        elif text.startswith("#") and len(text) == 7:
+            rgb = tuple(int(text[i : i + 2], 16) for i in (1, 3, 5))
+        else:
+            rgb = tuple(int(v) for v in text.split(","))
+    except (TypeError, ValueError):
+        rgb = ()
     if len(rgb) != 3 or not all(0 <= v <= 255 for v in rgb):
         raise InvalidInputError(f"colour {text!r}: expected #RRGGBB or R,G,B in 0..255")
     return rgb  # type: ignore[return-value]

@@ -13,6 +13,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+from spawnml.errors import InvalidInputError
 from spawnml.hub import HubError, OfflineError, cache_dir, file_sha256, is_offline
 
 SKIMAGE = "scikit-image==0.25.2"
@@ -44,7 +45,7 @@ def sample_image(name: str = "chelsea.png") -> Path:
     if "." not in name:
         name += ".png"
     if name not in SAMPLES:
-        raise ValueError(f"unknown sample {name!r}; known: {', '.join(SAMPLES)}")
+        raise InvalidInputError(f"unknown sample {name!r}; known: {', '.join(SAMPLES)}")
     dest = cache_dir() / "samples" / name
     record = dest.with_name(dest.name + ".sha256")
     if dest.exists() and record.exists() and file_sha256(dest) == record.read_text().strip():

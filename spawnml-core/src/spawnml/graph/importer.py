@@ -35,7 +35,7 @@ def load_model_proto(model: str | os.PathLike | bytes | Any) -> tuple[Any, Path 
     elif isinstance(model, (str, os.PathLike)):
         path = Path(model)
         if not path.is_file():
-            raise InvalidModelError(f"model file {str(path)!r} does not exist")
+            path = _resolve_reference(model)
         data = path.read_bytes()
         base = path.resolve().parent
     else:
@@ -54,6 +54,16 @@ def load_model_proto(model: str | os.PathLike | bytes | Any) -> tuple[Any, Path 
     if not proto.opset_import:
         raise InvalidModelError("the model declares no opset_import")
     return proto, base
+
+
+def _resolve_reference(model: str | os.PathLike) -> Path:
+    """A model name or URL (``spawnml.model_catalog``) as a local file."""
+    from ..model_catalog import resolve_model
+
+    try:
+        return resolve_model(model)
+    except InvalidInputError as exc:
+        raise InvalidModelError(str(exc)) from None
 
 
 # ------------------------------------------------------------------------- external data
