@@ -68,8 +68,9 @@ class _Source:
             self.file = inspect.getsourcefile(fn) or "<unknown>"
         except (OSError, TypeError) as exc:
             raise KernelSyntaxError(
-                f"{what} {fn.__name__!r}: its source is not available ({exc}); "
-                "kernels must be defined in a file"
+                f"{what} {fn.__name__!r}: its source is not available ({exc}); kernels are "
+                "parsed from their source, so define them in a file (a module or script) and "
+                "import or run it, not at the interactive prompt or in exec() of a string"
             ) from None
         self.first_line = first
         tree = ast.parse(textwrap.dedent("".join(lines)))
