@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Debian packages spawnml's backends need at run time (see BACKEND-NOTES.md):
-# Mesa EGL/llvmpipe (webgl), lavapipe Vulkan (webgpu), PoCL OpenCL (opencl), and chromium
-# for real-browser checks of generated WGSL/GLSL. Idempotent; prints nothing on success.
+# Installs the Debian packages spawnml's backends need at run time on a machine without a
+# GPU driver: Mesa EGL/llvmpipe (webgl), lavapipe Vulkan (webgpu), PoCL OpenCL (opencl), and
+# chromium for the real-browser check of generated GLSL (spawnml-backend-webgl's
+# tests/test_chromium.py, skipped without it). Each package is explained, with what a GPU
+# driver replaces, at the top of spawnml-backend-webgl/, spawnml-backend-webgpu/ and
+# spawnml-backend-opencl/README.md. cpu and wasm need none; cuda needs the NVIDIA driver,
+# which this script does not install. Idempotent; prints nothing on success.
 set -euo pipefail
 
 PACKAGES=(

@@ -16,7 +16,7 @@ import numpy as np
 
 from spawnml.backend import Backend
 
-from .checks import FAIL, NOT_IMPLEMENTED, PASS, Outcome
+from .checks import FAIL, HOST, NOT_IMPLEMENTED, PASS, Outcome
 from .tolerances import Tolerance, compare
 
 ADAPTER = "spawnml.onnx_backend (onnx.backend.base.Backend adapter)"
@@ -46,9 +46,26 @@ def single_node_tests(op_types: set[str]) -> Iterator[Any]:
 
 
 def _prepare(module: Any, model: Any, backend: str) -> Any:
-    if hasattr(module, "backend_for"):  # an adapter class bound to one spawnml backend
-        return module.backend_for(backend).prepare(model)
-    return module.prepare(model, backends=[backend])
+    if hasattr(module, "for_backend"):  # an adapter class bound to one spawnml backend
+        return module.for_backend(backend).prepare(model)
+    return module.prepare(model, backend=backend)
+
+
+def _array(value: Any) -> np.ndarray:
+    """Expected outputs may be TensorProtos (Cast, CastLike): as numpy (ml_dtypes for
+    float8/int4/bfloat16) arrays."""
+    if hasattr(value, "dims") and hasattr(value, "data_type"):
+        from onnx import numpy_helper
+
+        return numpy_helper.to_array(value)
+    return np.asarray(value)
+
+
+def _on_host(session: Any) -> list[str]:
+    """Why nodes of the (last run's) plan were computed on the host instead of the backend."""
+    placement = session.placement()
+    return [placement.reasons.get(node) or f"{node}: {kind}"
+            for node, kind in placement.kinds.items() if kind in ("host", "reference")]
 
 
 def _run_adapter(module: Any, backend: Backend, test: Any) -> Outcome:
@@ -58,20 +75,27 @@ def _run_adapter(module: Any, backend: Backend, test: Any) -> Outcome:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
             rep = _prepare(module, test.model, backend.name)
+            ran_on = rep.session.get_providers()
+            if ran_on != [backend.name]:
+                return Outcome(FAIL, test.name, None,
+                               f"the adapter's session ran on {ran_on}, not [{backend.name!r}]")
             worst = 0.0
             for inputs, expected in test.data_sets:
                 got = rep.run(inputs)
                 for g, e in zip(got, expected):
-                    e = np.asarray(e)
+                    e = _array(e)
                     tol = Tolerance(test.rtol, test.atol) if e.dtype.kind == "f" else None
                     result = compare(np.asarray(g), e, tol)
                     worst = max(worst, result.max_error)
                     if not result.ok:
                         return Outcome(FAIL, test.name, result.max_error, result.message)
+            host = _on_host(rep.session)
     except UnsupportedOpError as exc:
         return Outcome(NOT_IMPLEMENTED, test.name, None, str(exc))
     except Exception as exc:  # noqa: BLE001 - a failure of this test only
         return Outcome(FAIL, test.name, None, f"{type(exc).__name__}: {exc}"[:500])
+    if host:
+        return Outcome(HOST, test.name, worst, "computed on the host: " + "; ".join(host))
     return Outcome(PASS, test.name, worst)
 
 

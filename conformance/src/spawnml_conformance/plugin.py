@@ -7,17 +7,20 @@ from typing import Any
 
 from spawnml import hookimpl
 
+from .options import DESCRIPTION, EPILOG, add_arguments
+
 
 @hookimpl
 def spawnml_register_commands(cli: Any) -> None:
-    """``spawnml conformance ...``: the same as the ``spawnml-conformance`` runner."""
+    """``spawnml conformance ...``: the ``spawnml-conformance`` runner, with the same options
+    (one definition, :func:`spawnml_conformance.options.add_arguments`)."""
     p = cli.add_parser("conformance", help="op × backend conformance matrix (spawnml-conformance)",
-                       add_help=False)
-    p.add_argument("args", nargs=argparse.REMAINDER)
+                       description=DESCRIPTION, epilog=EPILOG)
+    add_arguments(p)
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .runner import main
+    from .runner import run  # the suites import the registry: only when the command runs
 
-    return main(args.args)
+    return run(args, prog="spawnml conformance")

@@ -75,6 +75,16 @@ class Column:
 
 
 @dataclass
+class Comparison:
+    """Cells ("section / row on backend") against a baseline: failing now only (regressions,
+    with their status there), failing in both (known), failing there and passing now."""
+
+    regressions: list[tuple[str, str]] = field(default_factory=list)
+    known: list[str] = field(default_factory=list)
+    newly_passing: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Report:
     columns: list[Column] = field(default_factory=list)
     sections: dict[str, dict[str, dict[str, Cell]]] = field(default_factory=dict)
@@ -95,18 +105,56 @@ class Report:
         return [(s, r, b, c.first_failure) for s, rows in self.sections.items()
                 for r, cells in rows.items() for b, c in cells.items() if c.first_failure]
 
-    def regressions(self, baseline: dict[str, Any]) -> list[str]:
-        """Cells failing now that did not fail in ``baseline`` (a previous ``to_json`` run):
-        known failures stay reported as failures, new ones are listed here."""
+    def failure_lines(self) -> list[str]:
+        """One line per failing cell: its first failing case and why."""
+        return [f"FAIL {s} / {r} on {b}: {f.case}: {f.detail}" for s, r, b, f in self.failures()]
+
+    def compare(self, baseline: dict[str, Any]) -> Comparison:
+        """This run against ``baseline`` (a previous ``to_json`` run), cell by cell."""
         old = baseline.get("sections", {})
-        found = []
+        found = Comparison()
         for s, rows in self.sections.items():
             for r, cells in rows.items():
                 for b, c in cells.items():
                     before = old.get(s, {}).get(r, {}).get(b, {}).get("status")
-                    if c.status == FAIL and before != FAIL:
-                        found.append(f"{s} / {r} on {b} (was {before or 'absent'})")
+                    where = f"{s} / {r} on {b}"
+                    if c.status == FAIL and before == FAIL:
+                        found.known.append(where)
+                    elif c.status == FAIL:
+                        found.regressions.append((where, before or "absent"))
+                    elif before == FAIL and c.status == PASS:
+                        found.newly_passing.append(f"{where} (was {FAIL})")
         return found
+
+    def regressions(self, baseline: dict[str, Any]) -> list[str]:
+        """Cells failing now that did not fail in ``baseline`` (a previous ``to_json`` run):
+        known failures stay reported as failures, new ones are listed here."""
+        return [f"{where} (was {before})" for where, before in self.compare(baseline).regressions]
+
+    def summary(self, baseline: dict[str, Any] | None = None, baseline_name: str = "",
+                listed_in: str = "") -> tuple[list[str], str]:
+        """(lines naming the cells that decide the result, the result line). Without a
+        baseline every failing cell decides; with one, only the regressions (the known
+        failures are counted, and listed in the matrix: ``listed_in`` names where)."""
+        if baseline is None:
+            lines = self.failure_lines()
+            if not lines:
+                return lines, "result: passed"
+            return lines, f"result: FAILED: {len(lines)} failing cell(s) (FAIL lines above)"
+        cmp = self.compare(baseline)
+        first = {f"{s} / {r} on {b}": f for s, r, b, f in self.failures()}
+        lines = [f"REGRESSION {where} (was {before}): {first[where].case}: {first[where].detail}"
+                 for where, before in cmp.regressions]
+        lines += [f"NEWLY PASSING {x}" for x in cmp.newly_passing]
+        where = f" (listed in {listed_in})" if listed_in and cmp.known else ""
+        counts = (f"{len(cmp.known)} known failure(s){where}, "
+                  f"{len(cmp.newly_passing)} newly passing")
+        if cmp.regressions:
+            return lines, (f"result: FAILED against the baseline {baseline_name}: "
+                           f"{len(cmp.regressions)} regression(s) (REGRESSION lines above), "
+                           f"{counts}")
+        return lines, (f"result: passed against the baseline {baseline_name}: 0 regressions, "
+                       f"{counts}")
 
     def exclusions(self) -> list[tuple[str, str, str, str, int]]:
         """(section, row, backend, reason, count) for every skipped / not implemented case."""
@@ -141,9 +189,6 @@ class Report:
             widths = [min(w, 60) for w in widths]
             out += ["", _row([section, *cols], widths), _row(["-" * w for w in widths], widths)]
             out += [_row(r, widths) for r in table]
-        for section, row, backend, f in self.failures():
-            out.append(f"FAIL {section} / {row} on {backend}: {f.case}: {f.detail}")
-        out.append("result: " + ("FAILED" if self.failed else "passed"))
         return "\n".join(out)
 
     def to_markdown(self) -> str:

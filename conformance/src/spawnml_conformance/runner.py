@@ -1,9 +1,8 @@
-"""``spawnml-conformance``: every suite on every selected backend, as one op × backend matrix.
+"""``spawnml-conformance`` (also ``spawnml conformance``): every suite on every selected
+backend, as one op × backend matrix. The options are defined once, in :mod:`.options`.
 
-    spawnml-conformance [--backend B ...] [--ops A,B] [--onnx-node-tests]
-                        [--compile-only [B,...]] [--max-cases N] [--json FILE] [--markdown FILE]
-
-Exit status 1 when any cell fails, 2 on a usage or setup error.
+Exit status 1 when any cell fails (with ``--baseline``: any cell that did not fail there),
+2 on a usage or setup error (an unknown backend, an unreadable baseline).
 """
 
 from __future__ import annotations
@@ -18,17 +17,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spawnml.backend import Backend
-from spawnml.errors import PluginError, SpawnMLError
+from spawnml.errors import BackendUnavailableError, PluginError, SpawnMLError
 from spawnml.registry import get_backend, list_backends, op_definitions
 from spawnml.testing.kernel_suite import CASES as KERNEL_CASES
 
 from . import cases as case_gen, checks, compile_only, onnx_tests
 from .checks import SKIP, Outcome
+from .diagnostics import Diagnostics
+from .options import add_arguments, build_parser, command_line
 from .progress import Progress
 from .reference_check import check_reference
 from .report import KERNELS, ONNX, OPS, REFERENCE, Column, Report
 
 ROW_KERNELS = "kernels"
+__all__ = ["Config", "Runner", "add_arguments", "build_parser", "main", "run"]
 
 
 @dataclass
@@ -70,11 +72,18 @@ def selected_ops(config: Config) -> list[tuple[str, Any]]:
 class Runner:
     """Runs the selected suites and fills a :class:`Report`."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, diagnostics: Diagnostics | None = None) -> None:
         self.config = config
         self.report = Report()
-        self.progress = Progress(enabled=config.progress)
+        self.progress = Progress(diagnostics.terminal if diagnostics else None,
+                                 enabled=config.progress)
+        self.diagnostics = diagnostics  # log records are attributed to the case they follow
         self._cases: dict[str, list[case_gen.ConformanceCase]] = {}
+
+    def add(self, section: str, row: str, column: str, outcome: Outcome) -> None:
+        self.report.add(section, row, column, outcome)
+        if self.diagnostics is not None:
+            self.diagnostics.attribute(f"{column} / {section} / {row} / {outcome.case}")
 
     def cases(self, row: str, op: Any) -> list[case_gen.ConformanceCase]:
         if row not in self._cases:
@@ -87,6 +96,9 @@ class Runner:
         ops = selected_ops(cfg)
         infos = {i.name: i for i in list_backends()}
         names = cfg.backends or list(infos)
+        unknown = unknown_backends(names, list(infos))
+        if unknown:
+            raise BackendUnavailableError(unknown)
         for section in (KERNELS, OPS, ONNX):  # display order
             self.report.sections[section] = {}
         self.report.meta.update({
@@ -98,10 +110,8 @@ class Runner:
             self._reference(ops)
         for name in names:
             compile_mode = "*" in cfg.compile_only or name in cfg.compile_only
-            info = infos.get(name)
-            if info is None:
-                self.report.columns.append(Column(name, "unavailable", reason="not registered"))
-            elif compile_mode:
+            info = infos[name]
+            if compile_mode:
                 self._compile_only(name, ops)
             elif not info.available:
                 self.report.columns.append(Column(name, "unavailable", reason=info.reason))
@@ -122,19 +132,19 @@ class Runner:
         for k, (row, op) in enumerate(ops):
             self.progress.step(f"onnx.reference cross-check: {row}", k + 1, len(ops))
             for case in self.cases(row, op):
-                self.report.add(OPS, row, REFERENCE, check_reference(case))
+                self.add(OPS, row, REFERENCE, check_reference(case))
 
     def _run_backend(self, backend: Backend, ops: list[tuple[str, Any]]) -> None:
         name = backend.name
         if self.config.kernels:
             for k, kc in enumerate(KERNEL_CASES):
                 self.progress.step(f"{name}: kernel suite", k + 1, len(KERNEL_CASES))
-                self.report.add(KERNELS, ROW_KERNELS, name, checks.run_kernel_case(backend, kc))
+                self.add(KERNELS, ROW_KERNELS, name, checks.run_kernel_case(backend, kc))
         for k, (row, op) in enumerate(ops):
             self.progress.step(f"{name}: {row}", k + 1, len(ops), force=True)
             for case in self.cases(row, op):
                 for outcome in checks.run_case(backend, case):
-                    self.report.add(OPS, row, name, outcome)
+                    self.add(OPS, row, name, outcome)
         if self.config.onnx_node_tests:
             self._onnx(backend, ops)
 
@@ -144,7 +154,7 @@ class Runner:
         types = {op.op_type for _, op in ops}
         for k, (op_type, outcome) in enumerate(onnx_tests.run_tests(backend, types)):
             self.progress.step(f"{backend.name}: ONNX node tests", k + 1)
-            self.report.add(ONNX, op_type, backend.name, outcome)
+            self.add(ONNX, op_type, backend.name, outcome)
 
     def _compile_only(self, name: str, ops: list[tuple[str, Any]]) -> None:
         found = compile_only.find_compile_check(name)
@@ -157,16 +167,14 @@ class Runner:
         if self.config.kernels:
             for k, kc in enumerate(KERNEL_CASES):
                 self.progress.step(f"{name}: kernel suite (compile only)", k + 1, len(KERNEL_CASES))
-                self.report.add(KERNELS, ROW_KERNELS, name,
-                                compile_only.check_kernel_case(target, kc))
+                self.add(KERNELS, ROW_KERNELS, name, compile_only.check_kernel_case(target, kc))
         for k, (row, op) in enumerate(ops):
             self.progress.step(f"{name}: {row} (compile only)", k + 1, len(ops), force=True)
             for case in self.cases(row, op):
-                self.report.add(OPS, row, name, compile_only.check_op_case(target, case))
+                self.add(OPS, row, name, compile_only.check_op_case(target, case))
         if self.config.onnx_node_tests:
             for row, _ in ops:
-                self.report.add(ONNX, row, name, Outcome(SKIP, "*", None,
-                                                         "compile-only: nothing is run"))
+                self.add(ONNX, row, name, Outcome(SKIP, "*", None, "compile-only: nothing is run"))
         self.report.meta[f"{name}_kernels_compiled"] = len(target.checked)
 
 
@@ -176,32 +184,40 @@ def _csv(values: Sequence[str] | None) -> list[str] | None:
     return [v.strip() for item in values for v in item.split(",") if v.strip()]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="spawnml-conformance", description=__doc__.split("\n")[0])
-    p.add_argument("--backend", action="append", metavar="B",
-                   help="backend(s) to check, repeatable or comma-separated (default: all)")
-    p.add_argument("--ops", action="append", metavar="A,B", help="only these op types")
-    p.add_argument("--onnx-node-tests", action="store_true",
-                   help="also run the official ONNX node tests of the selected ops")
-    p.add_argument("--compile-only", nargs="?", const="*", default="", metavar="B,...",
-                   help="only compile (with the backend's compile_check): all selected "
-                        "backends, or the ones named")
-    p.add_argument("--max-cases", type=int, default=None, metavar="N",
-                   help="sample at most N generated cases per op (every kind of case kept)")
-    p.add_argument("--no-kernels", action="store_true", help="skip the kernel suite row")
-    p.add_argument("--no-reference-check", action="store_true",
-                   help="skip cross-checking the references against onnx.reference")
-    p.add_argument("--json", metavar="FILE", help="write the matrix as JSON")
-    p.add_argument("--markdown", metavar="FILE", help="write the matrix as markdown")
-    p.add_argument("--quiet", action="store_true", help="no progress output")
-    p.add_argument("--baseline", metavar="FILE",
-                   help="a previous --json matrix: exit 1 only for cells that fail now but did "
-                        "not fail there (every failure is still reported)")
-    return p
+def unknown_backends(names: Sequence[str], registered: Sequence[str]) -> str | None:
+    """The error for backend names nothing registered (with the plugins that failed to
+    load, which may be why), or None."""
+    from spawnml.plugins import get_plugin_manager
+
+    unknown = [n for n in names if n not in registered]
+    if not unknown:
+        return None
+    which = ", ".join(repr(n) for n in unknown)
+    subject = f"backend {which} is" if len(unknown) == 1 else f"backends {which} are"
+    message = (f"{subject} not registered "
+               f"(registered: {', '.join(sorted(registered)) or 'none'})")
+    for record in get_plugin_manager().failed():
+        how = "failed" if record.loaded else "failed to load"
+        message += f"; plugin {record.name!r} {how}: {record.error}"
+    return message
+
+
+def _read_baseline(path: str) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as f:
+        found = json.load(f)
+    if not isinstance(found, dict) or "sections" not in found:
+        raise ValueError(f"{path}: not a matrix written by --json")
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """``spawnml-conformance``: parse ``argv`` and run."""
+    return run(build_parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace, prog: str = "spawnml-conformance") -> int:
+    """Run what ``args`` (parsed by a parser with :func:`add_arguments`) asks for; print the
+    matrix (or, with ``--summary``, only the summary) and the result line; the exit status."""
     config = Config(
         backends=_csv(args.backend),
         ops=_csv(args.ops),
@@ -212,33 +228,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         reference_check=not args.no_reference_check,
         progress=not args.quiet,
     )
+    diagnostics = Diagnostics(args.log)
     try:
-        report = Runner(config).run()
-    except SpawnMLError as exc:
-        print(f"spawnml-conformance: error: {exc}", file=sys.stderr)
+        baseline = _read_baseline(args.baseline) if args.baseline else None
+        diagnostics.open()
+    except (OSError, ValueError) as exc:  # an unreadable baseline, an unwritable log file
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
-    print(report.to_text())
+    try:
+        with diagnostics:
+            report = Runner(config, diagnostics).run()
+    except SpawnMLError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             f.write(report.to_json())
     if args.markdown:
         with open(args.markdown, "w", encoding="utf-8") as f:
-            f.write(markdown_page(report, argv))
-    if args.baseline:
-        with open(args.baseline, encoding="utf-8") as f:
-            regressions = report.regressions(json.load(f))
-        for line in regressions:
-            print(f"REGRESSION {line}", file=sys.stderr)
-        print(f"{len(regressions)} regression(s) against {args.baseline}", file=sys.stderr)
-        return 1 if regressions else 0
+            f.write(markdown_page(report, command_line(args)))
+    lines, result = report.summary(baseline, args.baseline or "", args.markdown or "")
+    if not args.summary:
+        print(report.to_text())
+        if baseline is not None:
+            lines = report.failure_lines() + lines
+    print("\n".join([*lines, diagnostics.describe(), result]))
+    if baseline is not None:
+        return 1 if report.compare(baseline).regressions else 0
     return 1 if report.failed else 0
 
 
-def markdown_page(report: Report, argv: Sequence[str] | None) -> str:
-    """A whole page: title, how it was produced and how to read it, the matrix."""
+def markdown_page(report: Report, command: str) -> str:
+    """A whole page: title, how it was produced (``command``) and how to read it, the matrix."""
     from .tolerances import FLOORS
 
-    command = " ".join(["spawnml-conformance", *(argv if argv is not None else sys.argv[1:])])
     meta = ", ".join(f"{k}: {v}" for k, v in report.meta.items())
     floors = ", ".join(f"{dt} rtol {t.rtol:g} atol {t.atol:g}" for dt, t in FLOORS.items())
     return (

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import onnx.backend.base as base
 
-from .errors import SpawnMLError
+from .errors import InvalidInputError, SpawnMLError
 from .session import InferenceSession
 
 
@@ -50,13 +50,17 @@ class SpawnMLBackend(base.Backend):
 
     @classmethod
     def _backends(cls, kwargs: dict[str, Any]) -> list[str]:
-        chosen = kwargs.pop("backend", None) or cls.default_backend
+        chosen = kwargs.pop("backend", None) or kwargs.pop("backends", None) or cls.default_backend
         return chosen.split(",") if isinstance(chosen, str) else list(chosen)
 
     @classmethod
     def prepare(cls, model: Any, device: str = "CPU", **kwargs: Any) -> SpawnMLRep:
         backends = cls._backends(kwargs)
         strict = bool(kwargs.pop("strict", False))
+        if kwargs:  # an ignored option would silently run something else than asked
+            raise InvalidInputError(
+                f"unknown option(s) {', '.join(sorted(kwargs))} (known: backend, backends, "
+                "strict, and opset_version for run_node)")
         return SpawnMLRep(InferenceSession(model, backends=backends, strict=strict))
 
     @classmethod

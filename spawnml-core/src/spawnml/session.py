@@ -26,7 +26,7 @@ from .errors import InvalidInputError, UnsupportedOpError
 from .graph.feeds import validate_feeds
 from .graph.importer import import_model
 from .graph.passes import PassReport, optimise
-from .graph.plan import HOST, lookup_op
+from .graph.plan import HOST, NodePlan, lookup_op
 from .graph.runtime import Plan, Runner
 from .op import TensorInfo
 from .profile import Profile
@@ -89,6 +89,14 @@ class Placement(dict):
         self.counts: Counter[str] = Counter(self.values())
         self.folded = sum(1 for s in plan.spec.steps if s.kind == "folded")
         self.unused = sum(1 for s in plan.spec.steps if s.kind == "unused")
+
+
+def _host_reason(step: NodePlan) -> str:
+    """Why a node runs on the host, short: its HostOnly message without the node's name."""
+    reason = step.reason.removeprefix(f"{step.node.describe()}: ")
+    if not reason or reason == f"{step.node.op_type} is host-only":
+        return "declared host-only"
+    return reason.removesuffix(", so the node runs on the host")
 
 
 @dataclass
@@ -207,8 +215,12 @@ class InferenceSession:
             moved = Counter(f"{s.node.op_type} -> {s.location}" for s in off)
             parts = [f"{k} x{v}" if v > 1 else k for k, v in sorted(moved.items())]
             ops = Counter(s.node.op_type for s in host)
+            why: dict[str, dict[str, None]] = {}  # op type -> its reasons, in order
+            for s in host:
+                why.setdefault(s.node.op_type, {})[_host_reason(s)] = None
             if ops:
-                parts.append("host-only: " + ", ".join(f"{k} x{v}" for k, v in sorted(ops.items())))
+                parts.append("host-only: " + ", ".join(
+                    f"{k} x{v} ({'; '.join(why[k])})" for k, v in sorted(ops.items())))
             log.warning(
                 "placement: %d of %d nodes do not run on %s (%s)",
                 len(off) + len(host),

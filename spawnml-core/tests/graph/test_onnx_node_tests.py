@@ -39,3 +39,19 @@ def test_cpu_pass_count_meets_the_recorded_threshold() -> None:
         logging.disable(logging.NOTSET)
     assert counts["pass"] >= int(found.group(1)), dict(counts)
     assert counts["timeout"] == 0, dict(counts)
+
+
+def test_prepare_takes_backends_and_refuses_unknown_options() -> None:
+    """An option the adapter ignored once made every device column run on cpu."""
+    from onnx import TensorProto, helper
+
+    from spawnml.errors import InvalidInputError
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    rep = SpawnMLBackend.prepare(model, backends=["wasm"])
+    assert rep.session.get_providers() == ["wasm"]
+    with pytest.raises(InvalidInputError, match=r"unknown option.*backendz"):
+        SpawnMLBackend.prepare(model, backendz=["wasm"])

@@ -164,3 +164,21 @@ def test_planned_buffers_are_sized_in_bytes_on_every_backend(extra_plugin):
         None, {"x": x}
     )
     np.testing.assert_allclose(sess.run(None, {"x": x})[0], want[0], rtol=1e-6)
+
+
+def test_the_log_line_says_why_a_node_is_host_only(caplog) -> None:
+    """Cast has a portable kernel, but not for element types no kernel holds (bfloat16): the
+    note names the reason, not just "host-only"."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.BFLOAT16)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    with caplog.at_level(logging.WARNING, logger="spawnml.session"):
+        sess = InferenceSession(model, backends=["cpu"])
+        sess.run(None, {"x": np.ones(3, np.float32)})
+    (record,) = [r for r in caplog.records if r.name == "spawnml.session"]
+    assert list(sess.placement().kinds.values()) == ["host"]
+    assert "host-only: Cast x1 (element type bfloat16 has no kernel type)" in record.getMessage()
