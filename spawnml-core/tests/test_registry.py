@@ -133,3 +133,29 @@ def test_get_backend_explains_why_not(install) -> None:
         registry.get_backend("cuda")
     with pytest.raises(BackendUnavailableError, match=r"later runtime is not implemented.*#99"):
         registry.get_backend("later")
+
+
+def test_a_string_where_a_backend_list_is_expected_is_names_not_letters() -> None:
+    from spawnml.errors import InvalidInputError
+    from spawnml.registry import backend_names
+
+    assert backend_names("cpu") == ["cpu"]
+    assert backend_names("wasm, cpu") == ["wasm", "cpu"]
+    assert backend_names(("cpu",)) == ["cpu"]
+    assert backend_names(None) is None
+    with pytest.raises(InvalidInputError, match="no backend named"):
+        backend_names(" , ")
+
+
+def test_session_takes_one_backend_name_as_a_string() -> None:
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    from spawnml import InferenceSession
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    assert InferenceSession(model.SerializeToString(), backends="cpu").get_providers() == ["cpu"]
+    assert onnx is not None

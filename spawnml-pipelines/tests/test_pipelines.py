@@ -142,7 +142,9 @@ def test_upscale_image_smaller_than_a_tile(small_models, photo_like) -> None:
 
 
 def test_unknown_task_and_model() -> None:
-    with pytest.raises(ValueError, match="unknown task"):
+    from spawnml.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="unknown task 'translate'; known: classify"):
         pipeline("translate")
     with pytest.raises(ValueError, match="not a file, a URL or a built-in name"):
         pipeline("classify", "no-such-model")
