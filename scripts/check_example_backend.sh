@@ -4,12 +4,6 @@
 # main environment's backend lists), then its inherited standard tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv=build/example-venv
-rm -rf "$venv"
-.venv/bin/python -m venv --without-pip "$venv"
-base=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-echo "import site; site.addsitedir('$base')" > "$site/spawnml-dev-venv.pth"
-.venv/bin/python -m pip --quiet --python "$venv/bin/python" install --no-deps \
-  --no-build-isolation -e conformance/examples/spawnml-backend-example
-"$venv/bin/python" -m pytest -q -p no:cacheprovider conformance/examples/spawnml-backend-example/tests
+scripts/example_plugin_venv.sh build/example-venv conformance/examples/spawnml-backend-example
+build/example-venv/bin/python -m pytest -q -p no:cacheprovider \
+  conformance/examples/spawnml-backend-example/tests

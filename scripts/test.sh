@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Quick start 2: lint, every test of every package, then (without arguments) the conformance
-# matrix on every backend, the example third-party backend's inherited tests, and spawnml-ray
-# installed alone in a fresh venv. Ends with one summary line per stage; the first failing
-# stage stops the run (the summary still prints) and the exit status is then 1.
-# Arguments go to pytest and skip the last three steps.
+# matrix on every backend, the example third-party backend's inherited tests, the example op
+# plugin's tests, and spawnml-ray installed alone in a fresh venv. Ends with one summary line
+# per stage; the first failing stage stops the run (the summary still prints) and the exit
+# status is then 1.
+# Arguments go to pytest and skip the last four steps.
 # Kept in build/: pytest.log, conformance.{md,json,log} (the matrix, and the per-case log
 # records such as "placement: 1 of 1 nodes do not run on cpu (...)"), example-backend.log,
-# ray-install.log.
+# example-op.log, ray-install.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/python ]; then
@@ -55,6 +56,20 @@ pytest_counts() {
     tail -n 1 | sed -E 's/^=+ //; s/ =+$//; s/ in [0-9.]+s( \([0-9:]+\))?$//'
 }
 
+# example_stage NAME LOG SCRIPT: an example plugin's check (its pytest counts), unless a
+# stage failed before.
+example_stage() {
+  if [ -n "$failed" ]; then
+    skip_rest "$failed failed" "$1"
+    return
+  fi
+  run_stage "$2" "$3"
+  local counts
+  counts=$(pytest_counts "$2")
+  counts=${counts:-exit status $rc, see $2}
+  record "$1" "$rc" "$counts (${seconds} s)"
+}
+
 ruff_log=$(mktemp)
 trap 'rm -f "$ruff_log"' EXIT
 run_stage "$ruff_log" .venv/bin/ruff check .
@@ -73,9 +88,10 @@ else
 fi
 
 if [ "$#" -ne 0 ]; then
-  skip_rest "arguments go to pytest only" conformance "example backend" "ray install check"
+  skip_rest "arguments go to pytest only" conformance "example backend" "example op" \
+    "ray install check"
 elif [ -n "$failed" ]; then
-  skip_rest "$failed failed" conformance "example backend" "ray install check"
+  skip_rest "$failed failed" conformance "example backend" "example op" "ray install check"
 else
   # Every op and the kernel suite on every backend (cuda: NVRTC compile checks). The matrix
   # is written to build/; the run fails on any cell that fails now but passed in the
@@ -91,14 +107,8 @@ else
   result=${result:-no result line (exit status $rc; see above)}
   record conformance "$rc" "$result (${seconds} s; log records in build/conformance.log)"
 
-  if [ -z "$failed" ]; then
-    run_stage build/example-backend.log scripts/check_example_backend.sh
-    counts=$(pytest_counts build/example-backend.log)
-    counts=${counts:-exit status $rc, see build/example-backend.log}
-    record "example backend" "$rc" "$counts (${seconds} s)"
-  else
-    skip_rest "$failed failed" "example backend"
-  fi
+  example_stage "example backend" build/example-backend.log scripts/check_example_backend.sh
+  example_stage "example op" build/example-op.log scripts/check_example_op.sh
 
   if [ -z "$failed" ]; then
     run_stage build/ray-install.log scripts/check_ray_install.sh

@@ -18,6 +18,9 @@ from spawnml_ops.sampling import AffineGrid, GridSample
 CASES = family_cases(sampling.OPS)
 KERNEL_CASES = family_cases([GridSample, AffineGrid])
 GAPS = {("GridSample", "opset16_bilinear"): "it only knows the opset-20 mode names"}
+GAPS.update({("GridSample", f"nonfinite_grid_{c}"): "onnx.reference cannot convert a NaN or "
+             "infinite coordinate to an integer (it raises)"
+             for c in ("linear_zeros", "cubic_zeros", "linear_border", "linear_reflection")})
 
 
 @pytest.mark.parametrize("op,case", CASES)

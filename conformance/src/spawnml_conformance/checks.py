@@ -1,9 +1,11 @@
-"""Run one conformance case on one backend and judge it: the outcomes the matrix counts."""
+"""Run one conformance case on one backend and judge it: the outcomes the matrix counts,
+and the one verdict per case that both the CLI (``runner``) and the pytest kit (``kit``)
+apply (:func:`verdict`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -21,6 +23,10 @@ from .tolerances import Tolerance, compare, tolerance_for
 from .values import has_subnormals
 
 PASS, FAIL, SKIP, NOT_IMPLEMENTED, HOST = "pass", "fail", "skipped", "not implemented", "host"
+XFAIL = "xfail"  # failed, but fails on the reference executor too: an op issue
+DISAGREES = "disagrees"  # the onnx.reference cross-check: op.reference and onnx.reference differ
+REFERENCE_EXECUTOR = "cpu"
+"""The backend whose result decides whether a failure is the op's or the backend's."""
 _INT32 = np.iinfo(np.int32)
 
 
@@ -157,3 +163,68 @@ def run_kernel_case(backend: Backend, case: KernelCase) -> Outcome:
         return Outcome(FAIL, case.name, None, f"{type(exc).__name__}: {exc}"[:500])
     result = compare(got, case.reference, Tolerance(case.rtol, case.atol))
     return Outcome(PASS if result.ok else FAIL, case.name, result.max_error, result.message)
+
+
+# -- the verdict ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Verdict:
+    """What one case means for one backend: ``pass``, ``fail``, ``xfail`` or ``skip``."""
+
+    status: str  # PASS, FAIL, XFAIL or "skip"
+    reason: str = ""
+
+
+VERDICT_SKIP = "skip"
+ReferenceOutcomes = Sequence[Outcome] | Callable[[], Sequence[Outcome] | None] | None
+
+
+def reference_outcomes(case: ConformanceCase) -> list[Outcome] | None:
+    """``case`` on the reference executor (cpu); None when cpu cannot be loaded."""
+    from spawnml.errors import SpawnMLError
+    from spawnml.registry import get_backend
+
+    try:
+        cpu = get_backend(REFERENCE_EXECUTOR)
+    except SpawnMLError:
+        return None
+    return run_case(cpu, case)
+
+
+def verdict(backend_name: str, case: ConformanceCase | None, outcomes: Sequence[Outcome],
+            reference: ReferenceOutcomes = None) -> Verdict:
+    """The one verdict on ``case`` for ``backend_name``, from its ``outcomes`` (the portable
+    lowering and each backend kernel, :func:`run_case`), used by the CLI's matrix and exit
+    status and by the pytest kit alike.
+
+    The rule: a failing outcome fails the case, unless the case fails on the reference
+    executor (cpu) too: then it is an op issue (its reference or its portable kernel), not
+    this backend's, and the case is ``xfail`` on every backend other than cpu (on cpu itself
+    it stays ``fail``). ``reference`` gives the case's outcomes on cpu: a sequence, or a
+    callable called only when a failure needs them (:func:`reference_outcomes` runs the case
+    on cpu, whether or not cpu is among the backends checked); None, or cpu unavailable,
+    means a failure stays ``fail``. Without a failure: ``pass`` if any outcome passed, else
+    ``skip`` (excluded by capabilities, not implemented, computed on the host)."""
+    failures = [o for o in outcomes if o.status == FAIL]
+    if failures:
+        first = failures[0]
+        why = f"{first.case}: {first.detail} (max error {first.max_error})"
+        if case is None or backend_name == REFERENCE_EXECUTOR or reference is None:
+            return Verdict(FAIL, why)
+        found = reference() if callable(reference) else reference
+        if found is not None and any(o.status == FAIL for o in found):
+            return Verdict(XFAIL, f"fails on {REFERENCE_EXECUTOR} too (an op issue): {why}")
+        return Verdict(FAIL, why)
+    if any(o.status == PASS for o in outcomes):
+        return Verdict(PASS)
+    reasons = [f"{o.status}: {o.detail}" for o in outcomes] or ["no outcome"]
+    return Verdict(VERDICT_SKIP, reasons[0])
+
+
+def apply_verdict(found: Verdict, outcomes: Sequence[Outcome]) -> list[Outcome]:
+    """``outcomes`` as the matrix counts them: the failing ones become XFAIL when the case's
+    verdict is xfail."""
+    if found.status != XFAIL:
+        return list(outcomes)
+    why = f"fails on {REFERENCE_EXECUTOR} too (an op issue): "
+    return [replace(o, status=XFAIL, detail=why + o.detail) if o.status == FAIL else o
+            for o in outcomes]

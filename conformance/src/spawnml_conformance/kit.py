@@ -24,7 +24,7 @@ from spawnml.dtypes import DType
 
 from . import checks
 from .cases import ConformanceCase
-from .checks import FAIL, HOST, NOT_IMPLEMENTED, SKIP
+from .checks import FAIL, REFERENCE_EXECUTOR, XFAIL, Verdict  # noqa: F401 - REFERENCE_EXECUTOR re-exported
 
 
 def _xfail_reason(fn: Any) -> str:
@@ -116,40 +116,34 @@ class BackendConformance:
         ``nan_minmax``...). Dump the rendered source with ``SPAWNML_DUMP_KERNELS=dir``;
         see docs/kernels.md for the semantics every target must implement."""
         outcome = checks.run_kernel_case(backend, kernel_case)
-        _assert(outcome)
+        _assert(checks.verdict(backend.name, None, [outcome]))
 
     def test_op_case(self, backend: Backend, op_case: ConformanceCase) -> None:
         """One generated case of one op against the op's numpy reference.
 
         Troubleshooting: ``[edge:...]`` cases inject NaN/Inf/subnormals/huge values (declare
         ``flushes_denormals`` in ``capabilities.extras`` if your target flushes them);
-        ``[float16]`` and integer variants test storage lowering (``storage_dtype``)."""
-        for outcome in checks.run_case(backend, op_case):
-            if outcome.status == FAIL and backend.name != REFERENCE_EXECUTOR:
-                _xfail_if_the_reference_executor_fails(op_case, outcome)
-            _assert(outcome)
-
-
-REFERENCE_EXECUTOR = "cpu"
+        ``[float16]`` and integer variants test storage lowering (``storage_dtype``). A case
+        that fails on cpu too is an op issue: xfail here (``checks.verdict``, the same rule
+        as ``spawnml-conformance``)."""
+        outcomes = checks.run_case(backend, op_case)
+        _assert(checks.verdict(backend.name, op_case, outcomes,
+                               lambda: checks.reference_outcomes(op_case)))
 
 
 def _xfail_if_the_reference_executor_fails(case: ConformanceCase, outcome: checks.Outcome) -> None:
     """A case that fails on cpu too is the op's problem (its reference or its kernel), not
-    this backend's: it is reported as xfail with both reasons, never as a pass."""
-    from spawnml.errors import SpawnMLError
-    from spawnml.registry import get_backend
-
-    try:
-        cpu = get_backend(REFERENCE_EXECUTOR)
-    except SpawnMLError:
-        return
-    if any(o.status == FAIL for o in checks.run_case(cpu, case)):
-        pytest.xfail(f"fails on {REFERENCE_EXECUTOR} too (an op issue): {outcome.detail}")
+    this backend's: it is reported as xfail with both reasons, never as a pass (kept for
+    callers of the earlier API; :func:`checks.verdict` decides)."""
+    found = checks.verdict("", case, [outcome], lambda: checks.reference_outcomes(case))
+    if found.status == XFAIL:
+        pytest.xfail(found.reason)
 
 
-def _assert(outcome: checks.Outcome) -> None:
-    if outcome.status in (SKIP, NOT_IMPLEMENTED, HOST):
-        pytest.skip(f"{outcome.status}: {outcome.detail}")
-    assert outcome.status != FAIL, (
-        f"{outcome.case}: {outcome.detail} (max error {outcome.max_error})"
-    )
+def _assert(found: Verdict) -> None:
+    """Turn the verdict into pytest's: pass, ``pytest.skip``, ``pytest.xfail`` or a failure."""
+    if found.status == checks.VERDICT_SKIP:
+        pytest.skip(found.reason)
+    if found.status == XFAIL:
+        pytest.xfail(found.reason)
+    assert found.status != FAIL, found.reason

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from .checks import FAIL, HOST, NOT_IMPLEMENTED, PASS, SKIP, Outcome
+from .checks import DISAGREES, FAIL, HOST, NOT_IMPLEMENTED, PASS, SKIP, XFAIL, Outcome
 
 # Sections of the report, in display order.
 KERNELS, OPS, ONNX = "kernel suite", "operators", "ONNX node tests"
@@ -21,20 +21,23 @@ class Cell:
     counts: Counter[str] = field(default_factory=Counter)
     max_error: float = 0.0
     first_failure: Outcome | None = None
+    first_noted: Outcome | None = None  # the first XFAIL or DISAGREES (they decide nothing)
     reasons: Counter[str] = field(default_factory=Counter)  # skip / not-implemented / host
 
     def add(self, outcome: Outcome) -> None:
         self.counts[outcome.status] += 1
-        if outcome.max_error is not None and outcome.status in (PASS, FAIL):
+        if outcome.max_error is not None and outcome.status in (PASS, FAIL, XFAIL, DISAGREES):
             self.max_error = max(self.max_error, outcome.max_error)
         if outcome.status == FAIL and self.first_failure is None:
             self.first_failure = outcome
+        elif outcome.status in (XFAIL, DISAGREES) and self.first_noted is None:
+            self.first_noted = outcome
         elif outcome.status in (SKIP, NOT_IMPLEMENTED, HOST):
             self.reasons[f"{outcome.status}: {outcome.detail}"] += 1
 
     @property
     def status(self) -> str:
-        for status in (FAIL, PASS, HOST, NOT_IMPLEMENTED, SKIP):
+        for status in (FAIL, DISAGREES, XFAIL, PASS, HOST, NOT_IMPLEMENTED, SKIP):
             if self.counts[status]:
                 return status
         return SKIP
@@ -48,6 +51,12 @@ class Cell:
             assert f is not None
             err = "" if f.max_error is None else f", max err {f.max_error:.3g}"
             return f"FAIL {c[FAIL]}/{total} ({f.case}{err})"
+        if status in (XFAIL, DISAGREES):
+            f = self.first_noted
+            assert f is not None
+            err = "" if f.max_error is None else f", max err {f.max_error:.3g}"
+            word = "xfail" if status == XFAIL else "DISAGREES"
+            return f"{word} {c[status]}/{total} ({f.case}{err})"
         if status == PASS:
             extra = f", {c[SKIP]} skipped" if c[SKIP] else ""
             return f"pass {c[PASS]}/{total}{extra}"
@@ -60,6 +69,7 @@ class Cell:
             "counts": dict(self.counts),
             "max_error": self.max_error,
             "first_failure": self.first_failure.as_dict() if self.first_failure else None,
+            **({"first_noted": self.first_noted.as_dict()} if self.first_noted else {}),
             "reasons": dict(self.reasons),
         }
 
@@ -105,9 +115,29 @@ class Report:
         return [(s, r, b, c.first_failure) for s, rows in self.sections.items()
                 for r, cells in rows.items() for b, c in cells.items() if c.first_failure]
 
+    def noted(self, status: str) -> list[tuple[str, str, str, Outcome]]:
+        """Cells whose status is ``status`` (XFAIL or DISAGREES), with their first case."""
+        return [(s, r, b, c.first_noted) for s, rows in self.sections.items()
+                for r, cells in rows.items() for b, c in cells.items()
+                if c.status == status and c.first_noted]
+
     def failure_lines(self) -> list[str]:
         """One line per failing cell: its first failing case and why."""
         return [f"FAIL {s} / {r} on {b}: {f.case}: {f.detail}" for s, r, b, f in self.failures()]
+
+    def noted_lines(self) -> list[str]:
+        """One line per xfail cell (an op issue: it fails on cpu too) and per reference
+        disagreement (op.reference vs onnx.reference): reported, never deciding the result."""
+        return ([f"XFAIL {s} / {r} on {b}: {f.case}: {f.detail}"
+                 for s, r, b, f in self.noted(XFAIL)]
+                + [f"REFERENCE DISAGREES {s} / {r}: {f.case}: {f.detail}"
+                   for s, r, b, f in self.noted(DISAGREES)])
+
+    def _noted_counts(self) -> str:
+        x, d = len(self.noted(XFAIL)), len(self.noted(DISAGREES))
+        parts = ([f"{x} xfail cell(s) (op issues: failing on cpu too)"] if x else []) + \
+            ([f"{d} reference disagreement(s) (op.reference vs onnx.reference)"] if d else [])
+        return f" ({', '.join(parts)}: reported, not deciding)" if parts else ""
 
     def compare(self, baseline: dict[str, Any]) -> Comparison:
         """This run against ``baseline`` (a previous ``to_json`` run), cell by cell."""
@@ -136,25 +166,28 @@ class Report:
         """(lines naming the cells that decide the result, the result line). Without a
         baseline every failing cell decides; with one, only the regressions (the known
         failures are counted, and listed in the matrix: ``listed_in`` names where)."""
+        noted = self._noted_counts()
         if baseline is None:
             lines = self.failure_lines()
             if not lines:
-                return lines, "result: passed"
-            return lines, f"result: FAILED: {len(lines)} failing cell(s) (FAIL lines above)"
+                return self.noted_lines(), "result: passed" + noted
+            return lines + self.noted_lines(), (f"result: FAILED: {len(lines)} failing cell(s) "
+                                                f"(FAIL lines above){noted}")
         cmp = self.compare(baseline)
         first = {f"{s} / {r} on {b}": f for s, r, b, f in self.failures()}
         lines = [f"REGRESSION {where} (was {before}): {first[where].case}: {first[where].detail}"
                  for where, before in cmp.regressions]
         lines += [f"NEWLY PASSING {x}" for x in cmp.newly_passing]
+        lines += self.noted_lines()
         where = f" (listed in {listed_in})" if listed_in and cmp.known else ""
         counts = (f"{len(cmp.known)} known failure(s){where}, "
                   f"{len(cmp.newly_passing)} newly passing")
         if cmp.regressions:
             return lines, (f"result: FAILED against the baseline {baseline_name}: "
                            f"{len(cmp.regressions)} regression(s) (REGRESSION lines above), "
-                           f"{counts}")
+                           f"{counts}{noted}")
         return lines, (f"result: passed against the baseline {baseline_name}: 0 regressions, "
-                       f"{counts}")
+                       f"{counts}{noted}")
 
     def exclusions(self) -> list[tuple[str, str, str, str, int]]:
         """(section, row, backend, reason, count) for every skipped / not implemented case."""
@@ -211,6 +244,18 @@ class Report:
                     "|---|---|---|---|---|---|"]
             out += [f"| {s} | {r} | {b} | {_md(f.case)} | {f.max_error} | {_md(f.detail[:200])} |"
                     for s, r, b, f in failures]
+        for status, title, head in (
+            (XFAIL, "Expected failures (op issues: the case fails on cpu too)", "backend"),
+            (DISAGREES, "Reference disagreements (op.reference vs onnx.reference; they never "
+             "decide the exit status)", "column"),
+        ):
+            noted = self.noted(status)
+            if noted:
+                out += ["", f"## {title}", "",
+                        f"| section | row | {head} | case | max error | detail |",
+                        "|---|---|---|---|---|---|"]
+                out += [f"| {s} | {r} | {b} | {_md(f.case)} | {f.max_error} | "
+                        f"{_md(f.detail[:200])} |" for s, r, b, f in noted]
         excl = self.exclusions()
         if excl:
             out += ["", "## Exclusions and not implemented (with the reason)", "",
@@ -225,7 +270,8 @@ def _row(cells: list[str], widths: list[int]) -> str:
 
 
 def _emoji(cell: Cell) -> str:
-    return {PASS: "✅ ", FAIL: "❌ ", SKIP: "⏭ ", NOT_IMPLEMENTED: "— ", HOST: "🖥 "}[cell.status]
+    return {PASS: "✅ ", FAIL: "❌ ", XFAIL: "⚠️ ", DISAGREES: "≠ ", SKIP: "⏭ ",
+            NOT_IMPLEMENTED: "— ", HOST: "🖥 "}[cell.status]
 
 
 def _md(text: str) -> str:

@@ -1,8 +1,12 @@
 """``spawnml-conformance`` (also ``spawnml conformance``): every suite on every selected
 backend, as one op × backend matrix. The options are defined once, in :mod:`.options`.
 
-Exit status 1 when any cell fails (with ``--baseline``: any cell that did not fail there),
-2 on a usage or setup error (an unknown backend, an unreadable baseline).
+Each case is judged by :func:`checks.verdict`, the rule the pytest kit applies too: a case
+that fails on the reference executor (cpu) as well is an op issue, ``xfail`` on every other
+backend (the case is run on cpu for that purpose when cpu is not among the backends
+checked). Exit status 0 when no cell fails (xfail cells and reference disagreements are
+reported, not deciding), 1 when any cell fails (with ``--baseline``: any cell that did not
+fail there), 2 on a usage or setup error (an unknown backend, an unreadable baseline).
 """
 
 from __future__ import annotations
@@ -46,6 +50,16 @@ class Config:
     op_defs: list[Any] | None = None  # explicit OpDefs (tests); default: the registry
 
 
+def _default(domain: str) -> str:
+    return "" if domain == "ai.onnx" else domain
+
+
+def _op_name(name: str) -> tuple[str | None, str]:
+    """``OpType`` (every domain) or ``domain::OpType`` (``ai.onnx::`` or ``::``: default)."""
+    domain, sep, op_type = name.rpartition("::")
+    return (_default(domain) if sep else None), op_type
+
+
 def selected_ops(config: Config) -> list[tuple[str, Any]]:
     """(row name, OpDef) for every op (every opset range) selected."""
     if config.op_defs is not None:
@@ -56,10 +70,12 @@ def selected_ops(config: Config) -> list[tuple[str, Any]]:
         except Exception as exc:
             message = f"the op registry failed to load: {type(exc).__name__}: {exc}"
             raise PluginError(message) from exc
-    wanted = set(config.ops) if config.ops else None
+    wanted = [_op_name(n) for n in config.ops] if config.ops else None
     rows = []
     for (domain, op_type), versions in sorted(defs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        if wanted is not None and op_type not in wanted:
+        if wanted is not None and not any(
+            t == op_type and d in (None, _default(domain)) for d, t in wanted
+        ):
             continue
         for op in versions:
             name = op_type if not domain else f"{domain}::{op_type}"
@@ -79,6 +95,9 @@ class Runner:
                                  enabled=config.progress)
         self.diagnostics = diagnostics  # log records are attributed to the case they follow
         self._cases: dict[str, list[case_gen.ConformanceCase]] = {}
+        self._on_cpu: dict[int, list[Outcome] | None] = {}  # id(case): its outcomes on cpu
+        self.verdicts: dict[tuple[str, str, str], checks.Verdict] = {}
+        """(row, backend, case name): the verdict on each op case (what the kit would say)."""
 
     def add(self, section: str, row: str, column: str, outcome: Outcome) -> None:
         self.report.add(section, row, column, outcome)
@@ -106,13 +125,19 @@ class Runner:
             "ops": len(ops),
             "max_cases_per_op": cfg.max_cases,
         })
-        if cfg.reference_check:
-            self._reference(ops)
+        targets: list[tuple[str, Any, bool]] = []  # (name, backend or target, compile-only)
         for name in names:
             compile_mode = "*" in cfg.compile_only or name in cfg.compile_only
             info = infos[name]
             if compile_mode:
-                self._compile_only(name, ops)
+                found = compile_only.find_compile_check(name)
+                if found is None:
+                    reason = "--compile-only: the backend's package exports no compile_check"
+                    self.report.columns.append(Column(name, "unavailable", reason=reason))
+                    continue
+                self.report.columns.append(Column(name, "compile-only",
+                                                  device="compile_check, no device"))
+                targets.append((name, compile_only.CompileCheckBackend(name, *found), True))
             elif not info.available:
                 self.report.columns.append(Column(name, "unavailable", reason=info.reason))
             else:
@@ -122,31 +147,70 @@ class Runner:
                     self.report.columns.append(Column(name, "unavailable", reason=str(exc)))
                     continue
                 self.report.columns.append(Column(name, "run", device=info.device))
-                self._run_backend(backend, ops)
+                targets.append((name, backend, False))
+        if cfg.kernels:
+            for name, target, compile_mode in targets:
+                self._kernels(name, target, compile_mode)
+        # row by row, every backend, then the row's cases are dropped: memory stays that of
+        # one op's cases however many ops and backends are checked
+        for k, (row, op) in enumerate(ops):
+            if cfg.reference_check:
+                self.progress.step(f"onnx.reference cross-check: {row}", k + 1, len(ops))
+                for case in self.cases(row, op):
+                    self.add(OPS, row, REFERENCE, check_reference(case))
+            for name, target, compile_mode in targets:
+                suffix = " (compile only)" if compile_mode else ""
+                self.progress.step(f"{name}: {row}{suffix}", k + 1, len(ops), force=True)
+                if compile_mode:
+                    for case in self.cases(row, op):
+                        self.add(OPS, row, name, compile_only.check_op_case(target, case))
+                else:
+                    self._run_row(target, row, op)
+            self._cases.pop(row, None)
+            self._on_cpu.clear()
+        for name, target, compile_mode in targets:
+            if compile_mode:
+                if cfg.onnx_node_tests:
+                    for row, _ in ops:
+                        self.add(ONNX, row, name,
+                                 Outcome(SKIP, "*", None, "compile-only: nothing is run"))
+                self.report.meta[f"{name}_kernels_compiled"] = len(target.checked)
+            elif cfg.onnx_node_tests:
+                self._onnx(target, ops)
         self.progress.done()
         self.report.meta["seconds"] = round(time.monotonic() - start, 1)
         return self.report
 
     # -- suites ---------------------------------------------------------------------------
-    def _reference(self, ops: list[tuple[str, Any]]) -> None:
-        for k, (row, op) in enumerate(ops):
-            self.progress.step(f"onnx.reference cross-check: {row}", k + 1, len(ops))
-            for case in self.cases(row, op):
-                self.add(OPS, row, REFERENCE, check_reference(case))
+    def _kernels(self, name: str, target: Any, compile_mode: bool) -> None:
+        what = "kernel suite (compile only)" if compile_mode else "kernel suite"
+        for k, kc in enumerate(KERNEL_CASES):
+            self.progress.step(f"{name}: {what}", k + 1, len(KERNEL_CASES))
+            outcome = (compile_only.check_kernel_case(target, kc) if compile_mode
+                       else checks.run_kernel_case(target, kc))
+            self.add(KERNELS, ROW_KERNELS, name, outcome)
 
-    def _run_backend(self, backend: Backend, ops: list[tuple[str, Any]]) -> None:
+    def _run_row(self, backend: Backend, row: str, op: Any) -> None:
         name = backend.name
-        if self.config.kernels:
-            for k, kc in enumerate(KERNEL_CASES):
-                self.progress.step(f"{name}: kernel suite", k + 1, len(KERNEL_CASES))
-                self.add(KERNELS, ROW_KERNELS, name, checks.run_kernel_case(backend, kc))
-        for k, (row, op) in enumerate(ops):
-            self.progress.step(f"{name}: {row}", k + 1, len(ops), force=True)
-            for case in self.cases(row, op):
-                for outcome in checks.run_case(backend, case):
-                    self.add(OPS, row, name, outcome)
-        if self.config.onnx_node_tests:
-            self._onnx(backend, ops)
+        for case in self.cases(row, op):
+            outcomes = self._outcomes(backend, case)
+            found = checks.verdict(name, case, outcomes, lambda c=case: self._cpu(c))
+            self.verdicts[(row, name, case.name)] = found
+            for outcome in checks.apply_verdict(found, outcomes):
+                self.add(OPS, row, name, outcome)
+
+    def _outcomes(self, backend: Backend, case: case_gen.ConformanceCase) -> list[Outcome]:
+        if backend.name == checks.REFERENCE_EXECUTOR:
+            if id(case) not in self._on_cpu:
+                self._on_cpu[id(case)] = checks.run_case(backend, case)
+            return list(self._on_cpu[id(case)] or [])
+        return checks.run_case(backend, case)
+
+    def _cpu(self, case: case_gen.ConformanceCase) -> list[Outcome] | None:
+        """``case`` on the reference executor, run once (also when cpu is not checked)."""
+        if id(case) not in self._on_cpu:
+            self._on_cpu[id(case)] = checks.reference_outcomes(case)
+        return self._on_cpu[id(case)]
 
     def _onnx(self, backend: Backend, ops: list[tuple[str, Any]]) -> None:
         _, path = onnx_tests.adapter_module()
@@ -155,27 +219,6 @@ class Runner:
         for k, (op_type, outcome) in enumerate(onnx_tests.run_tests(backend, types)):
             self.progress.step(f"{backend.name}: ONNX node tests", k + 1)
             self.add(ONNX, op_type, backend.name, outcome)
-
-    def _compile_only(self, name: str, ops: list[tuple[str, Any]]) -> None:
-        found = compile_only.find_compile_check(name)
-        if found is None:
-            reason = "--compile-only: the backend's package exports no compile_check"
-            self.report.columns.append(Column(name, "unavailable", reason=reason))
-            return
-        target = compile_only.CompileCheckBackend(name, *found)
-        self.report.columns.append(Column(name, "compile-only", device="compile_check, no device"))
-        if self.config.kernels:
-            for k, kc in enumerate(KERNEL_CASES):
-                self.progress.step(f"{name}: kernel suite (compile only)", k + 1, len(KERNEL_CASES))
-                self.add(KERNELS, ROW_KERNELS, name, compile_only.check_kernel_case(target, kc))
-        for k, (row, op) in enumerate(ops):
-            self.progress.step(f"{name}: {row} (compile only)", k + 1, len(ops), force=True)
-            for case in self.cases(row, op):
-                self.add(OPS, row, name, compile_only.check_op_case(target, case))
-        if self.config.onnx_node_tests:
-            for row, _ in ops:
-                self.add(ONNX, row, name, Outcome(SKIP, "*", None, "compile-only: nothing is run"))
-        self.report.meta[f"{name}_kernels_compiled"] = len(target.checked)
 
 
 def _csv(values: Sequence[str] | None) -> list[str] | None:

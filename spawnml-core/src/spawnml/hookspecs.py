@@ -23,12 +23,16 @@ def spawnml_register_backends(register: Callable[[type], None]) -> None:
 
 @hookspec
 def spawnml_register_ops(register: Callable[[Any], None]) -> None:
-    """Register operator definitions: ``register(op_def)``."""
+    """Register operator definitions: ``register(op)``, ``op`` an ``spawnml.op.OpDef``
+    subclass (instantiated once, without arguments) or instance; anything else raises
+    PluginError. Ops are keyed by (``domain``, ``op_type``); see docs/writing-an-op.md."""
 
 
 @hookspec
 def spawnml_register_kernels(register: Callable[..., None]) -> None:
-    """Register a backend's own kernel for an op: ``register(backend, domain, op_type, impl)``."""
+    """Register a backend's own kernel for an op: ``register(kernel)``, ``kernel`` a
+    ``spawnml.op.BackendKernel`` subclass (instantiated once) or instance, which names its
+    ``backend``, ``domain`` and ``op_type``."""
 
 
 @hookspec

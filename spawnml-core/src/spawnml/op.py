@@ -159,6 +159,10 @@ class OpDef:
     edge_values: ClassVar[bool] = True
     """Whether the suite injects NaN, ±Inf, subnormals, -0 and huge values into float inputs
     (False where the op leaves them unspecified)."""
+    edge_unspecified_inputs: ClassVar[tuple[int, ...]] = ()
+    """Float inputs the op converts to integers (float indices): NaN, ±Inf and out-of-range
+    values there are unspecified (docs/kernels.md), so the suite injects only subnormals
+    into them (the other inputs still get every edge value)."""
     random: ClassVar[bool] = False
     """Outputs are random draws (RandomNormal, Bernoulli...): the suite compares only their
     shapes and dtypes with the reference."""

@@ -298,6 +298,7 @@ class OneHot(OpDef):
     op_type = "OneHot"
     since_version = 9
     value_inputs = (1,)
+    edge_unspecified_inputs = (0,)  # float indices are truncated to integers
 
     def depth(self, node: Node, value: np.ndarray | None) -> int | None:
         v = scalar_value(node, value, "depth")

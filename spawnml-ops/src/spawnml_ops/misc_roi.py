@@ -63,6 +63,9 @@ class RoiAlign(OpDef):
     op_type = "RoiAlign"
     since_version = 10
     host_only = True
+    # roi sizes become sample counts (sampling_ratio 0): NaN/±Inf/1e10 corners are
+    # out-of-range conversions (onnx.reference allocates tens of GB on them)
+    edge_unspecified_inputs = (1,)
 
     def _check(self, node: Node, inputs) -> tuple[int, int]:
         x, rois, idx = (list(inputs) + [None] * 3)[:3]

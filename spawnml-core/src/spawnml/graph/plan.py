@@ -34,6 +34,20 @@ SHAPE_ONLY = {"Shape", "Size"}  # results depend on the input's shape, never its
 FOLD_LIMIT = 1 << 26  # bytes; larger folded constants stay computed at run time
 
 
+def infer_node(op: OpDef, node: Node, inputs: Sequence[TensorInfo | None],
+               values: Sequence[np.ndarray | None]) -> list[TensorInfo]:
+    """``op.infer``, with any error that is not spawnml's (a plugin op's TypeError, KeyError...)
+    turned into an InvalidModelError naming the node, so the user learns which node failed."""
+    try:
+        return list(op.infer(node, inputs, values))
+    except SpawnMLError:
+        raise
+    except Exception as exc:
+        domain = f"{node.domain}::" if node.domain not in ("", "ai.onnx") else ""
+        raise InvalidModelError(
+            f"{node.describe()}: {domain}{node.op_type}.infer raised {type(exc).__name__}: {exc}"
+        ) from exc
+
 @dataclass
 class NodePlan:
     """How one node runs for this shape set."""
@@ -197,7 +211,7 @@ def specialise(
                 outs.append(infos.get(name))
             steps.append(NodePlan(node, op, ins, outs, vals, "folded", "folded"))
             continue
-        out_infos = op.infer(node, ins, vals)
+        out_infos = infer_node(op, node, ins, vals)
         for name, info in zip(node.outputs, out_infos):
             if name:
                 infos[name] = info

@@ -26,7 +26,7 @@ from ..op import TensorInfo
 from ..tensor import DeviceTensor
 from .fuse import fuse
 from .ir import Graph
-from .plan import HOST, NodePlan, Specialised, host_reference, place_node, specialise
+from .plan import HOST, NodePlan, Specialised, host_reference, infer_node, place_node, specialise
 from .planner import MemoryPlan, plan_memory
 from .record import NotRecordable, Recording, fused_nodes
 
@@ -276,7 +276,7 @@ class _Execution:
         with self.runner._lock:
             found = self.plan.dynamic.get(key)
             if found is None:
-                outs = op.infer(node, infos, values)
+                outs = infer_node(op, node, infos, values)
                 found = NodePlan(node, op, infos, list(outs), values, HOST, "host")
                 if all(o.is_static for o in outs):
                     place_node(found, self.runner.backends)
