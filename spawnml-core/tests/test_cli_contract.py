@@ -62,7 +62,7 @@ CASES: list[tuple[str, int, str]] = [
     ("run", 2, "required: model"),
     ("run nope", 1, "not a file, a URL or a built-in name"),
     (f"run {M} --backend nope", 1, "no backend named 'nope'"),
-    (f"run {M} --backend ,", 1, "names no backend"),
+    (f"run {M} --backend ,", 1, "no backend named in ','"),
     (f"run {M} --input x", 1, "--input expects NAME=FILE.npy"),
     (f"run {M} --input x=a.npy", 1, "has no input 'x' \\(inputs: input\\)"),
     (f"run {M} --input input=missing.npy", 1, "cannot read 'missing.npy'"),

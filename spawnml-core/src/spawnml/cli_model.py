@@ -78,13 +78,11 @@ def model_path(ref: str) -> str:
 def backend_args(text: str | None) -> list[str]:
     """A ``--backends a,b`` argument, each name registered and available here; None: all
     available ones."""
-    from .registry import get_backend
+    from .registry import backend_names, get_backend
 
     if not text:
         return get_available_backends()
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    if not names:
-        raise InvalidInputError(f"--backends names no backend: {text!r}")
+    names = backend_names(text)
     for name in names:
         get_backend(name)  # raises with the registered names / the reason it cannot run
     return names
