@@ -7,6 +7,7 @@ from conf_sample_ops import SampleAdd, SampleRelu
 
 from spawnml.op import OpCase
 from spawnml_conformance.cases import generate, sample
+from spawnml_conformance.values import EDGES
 
 
 def _shapes(cases):
@@ -35,6 +36,26 @@ def test_every_declared_dtype_and_edge_family_is_generated() -> None:
     values = np.concatenate([a.reshape(-1) for a in nan_case.inputs])
     assert np.isnan(values).any() and np.isposinf(values).any() and np.isneginf(values).any()
     assert any(np.signbit(v) and v == 0 for v in values)  # negative zero
+
+
+def _has_large(a: np.ndarray) -> bool:
+    return bool(np.isin(a, EDGES[a.dtype.name]["large"][:2]).any())
+
+
+def test_large_values_go_into_one_input_of_a_reduction() -> None:
+    # a sum of large x large products cancels beyond the large family's tolerance in
+    # float32 whatever the kernel; an elementwise op gets them in every input
+    from spawnml.registry import op_definitions
+
+    matmul = op_definitions()[("", "MatMul")][-1]
+    large = [c for c in generate(matmul, onnx_seeds=False) if c.variant == "edge:large"]
+    assert large
+    for c in large:
+        hit = [i for i, a in enumerate(c.inputs) if _has_large(a)]
+        assert hit == [0], c.name
+    add = [c for c in generate(SampleAdd(), onnx_seeds=False)
+           if c.variant == "edge:large" and all(a.size >= 4 for a in c.inputs)]
+    assert any(all(_has_large(a) for a in c.inputs) for c in add)
 
 
 def test_declared_cases_are_kept_and_an_infer_error_is_a_failure() -> None:

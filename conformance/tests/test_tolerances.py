@@ -37,3 +37,15 @@ def test_integers_are_exact_and_shapes_and_dtypes_must_agree() -> None:
     assert not compare(e.astype(np.int64), e).ok
     assert not compare(e.reshape(3, 1), e).ok
     assert compare(np.zeros((0, 2), np.float32), np.zeros((0, 2), np.float32)).ok
+
+
+def test_float64_also_accepts_the_reference_in_float32_range() -> None:
+    # kernels compute float64 as float32 (DESIGN.md §7): 1/1e-40 may be inf, not 1e40
+    e = np.array([1e40, -4e38, 2.0, 1e-300], np.float64)
+    assert compare(np.array([np.inf, -np.inf, 2.0, 0.0]), e).ok
+    assert compare(e.copy(), e).ok  # a native float64 result passes too
+    # not any value: the wrong sign of inf, or an error beyond the tolerance, still fails
+    assert not compare(np.array([-np.inf, -np.inf, 2.0, 0.0]), e).ok
+    assert not compare(np.array([np.inf, -np.inf, 2.1, 0.0]), e).ok
+    # and float32 outputs get no such allowance
+    assert not compare(np.array([np.inf], np.float32), np.array([1e38], np.float32)).ok

@@ -237,6 +237,11 @@ def edge_variants(op: OpDef, case: ConformanceCase) -> list[ConformanceCase]:
             continue  # reductions of such values overflow in float32 by nature
         # NaN/±Inf/out-of-range values converted to integers are unspecified: not tested
         into = [i for i in positions if family == "subnormal" or i not in unspecified]
+        if family == "large" and op.elementwise_inputs <= 0:
+            # One large operand per term: the tolerance below is rtol × the large values, and
+            # a sum of large × large products cancels far beyond it in float32 (MatMul, the
+            # weighted losses' denominators), whatever the kernel.
+            into = into[:1]
         if not any(case.inputs[i].size for i in into):  # type: ignore[union-attr]
             continue
         inputs = list(case.inputs)

@@ -398,7 +398,12 @@ class NumpyCodegen(Visitor):
                 else:
                     self.emit(d, f"{name} = {combine}({name}, {reduced})")
             elif isinstance(s, ir.Assign):
-                self.emit(d, f"{s.var.name} = {self.expr(s.value)}")
+                name, value = s.var.name, self.expr(s.value)
+                if mask is not None:  # under an if: lanes outside it keep the earlier value
+                    self.emit(d, f"{name} = _np.where({mask}, {value}, {name})")
+                    self.affine_env.pop(name, None)
+                    continue
+                self.emit(d, f"{name} = {value}")
                 form = self.affine(s.value)
                 if form is not None:
                     self.affine_env[s.var.name] = form

@@ -160,9 +160,10 @@ class OpDef:
     """Whether the suite injects NaN, ±Inf, subnormals, -0 and huge values into float inputs
     (False where the op leaves them unspecified)."""
     edge_unspecified_inputs: ClassVar[tuple[int, ...]] = ()
-    """Float inputs the op converts to integers (float indices): NaN, ±Inf and out-of-range
-    values there are unspecified (docs/kernels.md), so the suite injects only subnormals
-    into them (the other inputs still get every edge value)."""
+    """Float inputs where NaN, ±Inf and out-of-range values give unspecified results: inputs
+    the op converts to integers (float indices, docs/kernels.md), or whose non-finite values
+    reach outputs depending on the algorithm (DFT: FFT vs direct sum). The suite injects only
+    subnormals into them (the other inputs still get every edge value)."""
     random: ClassVar[bool] = False
     """Outputs are random draws (RandomNormal, Bernoulli...): the suite compares only their
     shapes and dtypes with the reference."""

@@ -67,10 +67,13 @@ def conv_nd(
                     # output position, so a register tile along x/y shares it.
                     wo = wb + ci * w.strides[1] + kz * wst[0] + ky * wst[1] + kx * wst[2]
                     wv = w.flat[wo]
+                    # A padded tap is the value 0 times the weight (NaN for an infinite
+                    # weight, as onnxruntime and onnx.reference), not a skipped term.
+                    xv = 0.0
                     if 0 <= iz < xsp[0] and 0 <= iy < xsp[1] and 0 <= ix < xsp[2]:
                         xo = xb + ci * x.strides[1] + iz * xst[0] + iy * xst[1] + ix * xst[2]
-                        xv = x.flat[xo]
-                        acc = acc + cast(xv, f32) * cast(wv, f32)
+                        xv = cast(x.flat[xo], f32)
+                    acc = acc + xv * cast(wv, f32)
     if has_bias:
         acc = acc + cast(b.flat[co], f32)
     return cast(apply_activation(acc, act, act_params, act_arity), out.dtype)

@@ -10,6 +10,8 @@ SoftmaxCrossEntropyLoss first computes log_softmax over C with the Softmax kerne
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from spawnml.dtypes import DType
@@ -54,19 +56,42 @@ def nll_none(logp: Tensor, target: Tensor, weight: Tensor, out: Output, c: int, 
 
 
 @kernel
-def nll_reduce(logp: Tensor, target: Tensor, weight: Tensor, out: Output, c: int, d: int,
-               ignore: int, has_ignore: bool, has_weight: bool, mean: bool):
-    """reduction='sum'/'mean' into a scalar: sum of losses (over the sum of weights)."""
+def nll_partial(logp: Tensor, target: Tensor, weight: Tensor, out: Output, c: int, d: int,
+                ignore: int, has_ignore: bool, has_weight: bool, block: int):
+    """reduction='sum'/'mean', first level: out (blocks, 2) holds each block of ``block``
+    targets' summed loss (column 0) and summed weight (column 1)."""
+    first = out.index[0] * block
     total = 0.0
-    for i in range(target.size):
-        total = total + element_loss(logp, target, weight, i, c, d, ignore, has_ignore,
-                                     has_weight)
+    for k in range(block):
+        i = first + k
+        if i < target.size:
+            if out.index[1] == 0:
+                total = total + element_loss(logp, target, weight, i, c, d, ignore, has_ignore,
+                                             has_weight)
+            else:
+                total = total + target_weight(target, weight, i, c, ignore, has_ignore,
+                                              has_weight)
+    return total
+
+
+@kernel
+def nll_finish(partial: Tensor, out: Output, mean: bool):
+    """The scalar loss: the blocks' sums added (over the summed weight for 'mean')."""
+    total = 0.0
+    wsum = 0.0
+    for b in range(partial.shape[0]):
+        total = total + partial[b, 0]
+        wsum = wsum + partial[b, 1]
     if mean:
-        wsum = 0.0
-        for i in range(target.size):
-            wsum = wsum + target_weight(target, weight, i, c, ignore, has_ignore, has_weight)
         total = total / wsum
     return cast(total, out.dtype)
+
+
+def reduction_blocks(size: int) -> tuple[int, int]:
+    """(block length, block count) of a two-level sum of ``size`` terms: about sqrt(size)
+    each, so float32 rounding grows with 2·sqrt(size) additions, not size."""
+    block = max(1, math.isqrt(max(size - 1, 0)) + 1)
+    return block, max(1, -(-size // block))
 
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:
@@ -159,7 +184,10 @@ class _LossBase(OpDef):
         if reduction == "none":
             low.launch(nll_none, args, Out(0), **consts)
         else:
-            low.launch(nll_reduce, args, Out(0), mean=reduction == "mean", **consts)
+            block, blocks = reduction_blocks(n * d)
+            partial = low.temp(DType.float32, (blocks, 2))
+            low.launch(nll_partial, args, partial, block=block, **consts)
+            low.launch(nll_finish, [partial], Out(0), mean=reduction == "mean")
         return low
 
     def cases(self) -> list[OpCase]:

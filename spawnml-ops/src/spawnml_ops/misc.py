@@ -86,7 +86,7 @@ class BitCast(OpDef):
 def cumprod(x: Tensor, out: Output, n: int, inner: int, exclusive: bool, reverse: bool):
     base = row_base(out, n, inner)
     pos = axis_pos(out, n, inner)
-    acc = x.flat[base] * 0 + 1
+    acc = cast(1, out.dtype)  # not x * 0 + 1: that is NaN where x is ±inf
     if reverse:
         for k in range(pos + 1 if exclusive else pos, n):
             acc = acc * x.flat[base + k * inner]
@@ -106,7 +106,7 @@ class CumProd(CumSum):
         assert axis is not None
         reverse = int(self.attr(node, "reverse", 0))
         v = np.flip(x, axis) if reverse else x
-        if int(self.attr(node, "exclusive", 0)):  # shift by one, starting at 1
+        if int(self.attr(node, "exclusive", 0)) and v.shape[axis]:  # shift by one, from 1
             ones = np.ones_like(np.take(v, [0], axis=axis))
             v = np.concatenate([ones, np.take(v, np.arange(v.shape[axis] - 1), axis=axis)],
                                axis=axis)

@@ -185,17 +185,27 @@ def lrn(x: Tensor, out: Output, size: int, alpha: float, beta: float, bias: floa
 
 @kernel
 def lp_normalize(x: Tensor, out: Output, axis: int, p: int):
-    """x / ||x||_p along ``axis`` (p 1 or 2); zero norms divide by 1."""
+    """x / ||x||_p along ``axis`` (p 1 or 2); zero norms divide by 1. The 2-norm is taken of
+    x / max|x| (as BLAS nrm2), so squares of tiny or huge values neither underflow nor
+    overflow."""
     n = x.shape[axis]
     st = x.strides[axis]
     base = out.flat - out.index[axis] * st
+    scale = 1.0
+    if p == 2:
+        top = 0.0
+        for k in range(n):
+            top = max(top, abs(cast(x.flat[base + k * st], f32)))
+        # a zero, NaN or infinite maximum keeps the plain sum (0, NaN and inf as it gives)
+        scale = top if top > 0.0 and not isinf(top) else 1.0
     acc = 0.0
     for k in range(n):
         v = cast(x.flat[base + k * st], f32)
         if p == 1:
             acc = acc + abs(v)
         else:
+            v = v / scale
             acc = acc + v * v
-    norm = acc if p == 1 else sqrt(acc)
+    norm = acc if p == 1 else sqrt(acc) * scale
     norm = 1.0 if norm == 0.0 else norm  # an all-zero slice stays zero (as onnx.reference)
     return cast(cast(x.flat[out.flat], f32) / norm, out.dtype)

@@ -123,7 +123,7 @@ class ArgMin(_ArgOp):
 def cumsum(x: Tensor, out: Output, n: int, inner: int, exclusive: bool, reverse: bool):
     base = row_base(out, n, inner)
     pos = axis_pos(out, n, inner)
-    acc = x.flat[base] * 0
+    acc = cast(0, out.dtype)  # not x * 0: that is NaN where x is ±inf
     if reverse:
         for k in range(pos + 1 if exclusive else pos, n):
             acc += x.flat[base + k * inner]
@@ -162,9 +162,12 @@ class CumSum(OpDef):
         axis = self._axis(node, x.ndim, inputs)
         assert axis is not None
         v = np.flip(x, axis) if int(self.attr(node, "reverse", 0)) else x
+        if int(self.attr(node, "exclusive", 0)) and v.shape[axis]:
+            # shift by one, starting at 0 (not cumsum - v: inf - inf is NaN)
+            zeros = np.zeros_like(np.take(v, [0], axis=axis))
+            v = np.concatenate([zeros, np.take(v, np.arange(v.shape[axis] - 1), axis=axis)],
+                               axis=axis)
         y = np.cumsum(v, axis=axis, dtype=x.dtype)
-        if int(self.attr(node, "exclusive", 0)):
-            y = y - v
         if int(self.attr(node, "reverse", 0)):
             y = np.flip(y, axis)
         return [y.astype(x.dtype)]

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from spawnml.dtypes import DType
-from spawnml.kernel import Output, Tensor, cast, f32, kernel, static_range
+from spawnml.kernel import Output, Tensor, cast, f32, helper, kernel, static_range
 from spawnml.op import Data, In, Lowering, Node, OpCase, OpDef, Out, TensorInfo, Tmp
 
 from .axes import copy_index, has_input, kernel_dtype, norm_axes, rank_of, require_values, static
@@ -30,6 +30,16 @@ from .resize_taps import (
 MODES = ("nearest", "linear", "cubic")
 
 
+@helper
+def offset_beside(x, out, axis):
+    """The flat offset in ``x`` of this output position's coordinates other than ``axis``."""
+    off = 0
+    for d in static_range(out.ndim):
+        if d != axis:
+            off = off + out.index[d] * x.strides[d]
+    return off
+
+
 @kernel
 def resize_axis(x: Tensor, idx: Tensor, w: Tensor, outside: Tensor, out: Output, axis: int,
                 extrapolation: float, isint: bool, lo: float, hi: float):
@@ -37,16 +47,25 @@ def resize_axis(x: Tensor, idx: Tensor, w: Tensor, outside: Tensor, out: Output,
     j = out.index[axis]
     if outside.flat[j] != 0:
         return cast(extrapolation, out.dtype)
-    off = 0
-    for d in static_range(out.ndim):
-        if d != axis:
-            off = off + out.index[d] * x.strides[d]
+    off = offset_beside(x, out, axis)
     acc = 0.0
     for t in range(idx.shape[1]):
         acc += w[j, t] * cast(x.flat[off + idx[j, t] * x.strides[axis]], f32)
     if isint:
         return cast(min(max(round(acc), lo), hi), out.dtype)
     return cast(acc, out.dtype)
+
+
+@kernel
+def resize_gather_axis(x: Tensor, idx: Tensor, outside: Tensor, out: Output, axis: int,
+                       extrapolation: float):
+    """One nearest pass along ``axis``: a copy of the chosen input (no float round trip, so
+    int64 stays exact and a NaN neighbour does not spread)."""
+    j = out.index[axis]
+    if outside.flat[j] != 0:
+        return cast(extrapolation, out.dtype)
+    off = offset_beside(x, out, axis)
+    return x.flat[off + idx.flat[j] * x.strides[axis]]
 
 
 def _text(value: object) -> str:
@@ -88,6 +107,10 @@ class _ResizeBase(OpDef):
                 continue
             idx, w, outside = axis_taps(p, n_in, n_out, scales[axis],
                                         None if roi is None else roi[axis])
+            if p.mode == "nearest":  # one tap: a copy, not a sum with zero weights
+                pick = np.argmax(w, axis=1)
+                rows = np.arange(len(pick))
+                idx, w = idx[rows, pick][:, None], np.ones((len(pick), 1))
             if not is_identity(idx, w, outside, n_in):
                 passes.append((axis, idx, w, outside))
         return out_shape, passes
@@ -129,6 +152,13 @@ class _ResizeBase(OpDef):
         for k, (axis, idx, w, outside) in enumerate(passes):
             cur[axis] = idx.shape[0]
             last = k == len(passes) - 1
+            if p.mode == "nearest":
+                dst = Out(0) if last else low.temp(x.dtype, cur)
+                low.launch(resize_gather_axis,
+                           [src, Data(idx[:, 0].copy()), Data(outside.astype(np.int32))], dst,
+                           axis=axis, extrapolation=float(p.extrapolation))
+                src = dst  # type: ignore[assignment]
+                continue
             dst = Out(0) if last else low.temp(DType.float32, cur)
             low.launch(resize_axis,
                        [src, Data(idx), Data(w.astype(np.float32)),
@@ -270,6 +300,11 @@ class Resize(_ResizeBase):
                 "uint8_linear", [(x * 16).astype(np.uint8), empty, up], {"mode": "linear"}, opset=19
             ),
             OpCase("opset10_nearest", [x, up], {"mode": "nearest"}, opset=10),
+            # nearest copies: integers beyond float32's 2**24 stay exact
+            OpCase("nearest_int32_exact", [(x * 1_000_003 + 16_777_217).astype(np.int32), empty,
+                                           up], {"mode": "nearest"}, opset=19),
+            OpCase("nearest_int64_exact", [x.astype(np.int64) * 2**40 + 1, empty, up],
+                   {"mode": "nearest"}, opset=19),
             OpCase("identity", [x, empty, np.ones(4, np.float32)], {"mode": "linear"}, opset=13),
         ]
 

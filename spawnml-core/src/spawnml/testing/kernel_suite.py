@@ -690,6 +690,11 @@ def build_cases() -> list[KernelCase]:
     x = f(9)
     ref = np.concatenate([[0], x[:-1]]) + np.concatenate([x[1:], [0]])
     add(_case("masked_out_of_bounds_reads", K.guarded_neighbours, {"x": x}, ref, F32, np.float32))
+    w = np.array([0.5, -1.0, 2.0], np.float32)
+    padded = np.concatenate([[0.25], x, [0.25]])
+    ref = np.array([padded[i:i + 3] @ w for i in range(x.size)], np.float32)
+    add(_case("conditional_temporary_in_reduction", K.padded_taps, {"x": x, "w": w}, ref, F32,
+              np.float32, fill=0.25))
     return cases
 
 

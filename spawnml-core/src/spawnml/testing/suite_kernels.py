@@ -532,6 +532,21 @@ def guarded_neighbours(x: Tensor, out: Output):
 
 
 @kernel
+def padded_taps(x: Tensor, w: Tensor, out: Output, fill: float):
+    """A reduction whose temporary is set under a data-dependent condition: lanes outside
+    the condition keep the value set before it (a padded tap is ``fill`` times the weight)."""
+    i = out.flat
+    acc = 0.0
+    for k in range(w.size):
+        v = fill
+        j = i + k - 1
+        if 0 <= j < x.size:
+            v = x.flat[j]
+        acc += v * w.flat[k]
+    return acc
+
+
+@kernel
 def index_math(x: Tensor, out: Output):
     """Integer index arithmetic with negative intermediate values."""
     i = cast(x.flat[out.flat], i32)
