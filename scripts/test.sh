@@ -88,10 +88,11 @@ else
 fi
 
 if [ "$#" -ne 0 ]; then
-  skip_rest "arguments go to pytest only" conformance "example backend" "example op" \
-    "ray install check"
+  skip_rest "arguments go to pytest only" conformance "conformance cpu (every case)" \
+    "example backend" "example op" "ray install check"
 elif [ -n "$failed" ]; then
-  skip_rest "$failed failed" conformance "example backend" "example op" "ray install check"
+  skip_rest "$failed failed" conformance "conformance cpu (every case)" "example backend" \
+    "example op" "ray install check"
 else
   # Every op and the kernel suite on every backend (cuda: NVRTC compile checks). The matrix
   # is written to build/; the run fails on any cell that fails now but passed in the
@@ -106,6 +107,12 @@ else
     build/conformance.txt | tail -n 1)
   result=${result:-no result line (exit status $rc; see above)}
   record conformance "$rc" "$result (${seconds} s; log records in build/conformance.log)"
+
+  # Every case of every op on cpu, unsampled: the reference executor must pass all of them.
+  run_stage build/conformance-cpu.txt .venv/bin/spawnml-conformance --backend cpu --quiet \
+    --summary --log build/conformance-cpu.log
+  result=$(sed -nE 's/^result: //p' build/conformance-cpu.txt | tail -n 1)
+  record "conformance cpu (every case)" "$rc" "${result:-exit status $rc} (${seconds} s)"
 
   example_stage "example backend" build/example-backend.log scripts/check_example_backend.sh
   example_stage "example op" build/example-op.log scripts/check_example_op.sh
