@@ -154,11 +154,16 @@ class ReduceOp(OpDef):
         else:
             raw = None
         if not raw:
-            noop = int(self.attr(node, "noop_with_empty_axes", 0))
-            if noop and self._axes_source(node) == "input":
+            if self.is_noop(node):
                 return []
             return list(range(rank))
         return sorted(norm_axes(node, raw, rank))
+
+    def is_noop(self, node: Node) -> bool:
+        """Whether empty axes mean "the output is the input" (noop_with_empty_axes), rather
+        than "reduce every axis" (which still applies, say, ReduceL2's |x| to a rank-0 x)."""
+        return self._axes_source(node) == "input" and \
+            bool(int(self.attr(node, "noop_with_empty_axes", 0)))
 
     def infer(self, node: Node, inputs, values) -> list[TensorInfo]:
         x = inputs[0] if inputs else None
@@ -184,7 +189,7 @@ class ReduceOp(OpDef):
         axes = self.axes(node, x.ndim, inputs)
         assert axes is not None
         keep = bool(self.attr(node, "keepdims", 1))
-        if not axes:
+        if not axes and self.is_noop(node):
             return [x.copy()]
         with np.errstate(all="ignore"):
             y = self.numpy(x.astype(np.float64) if x.dtype.kind == "f" else x, tuple(axes), keep)
@@ -226,7 +231,7 @@ class ReduceOp(OpDef):
         require_values(node, "the axes input", axes)
         assert axes is not None
         low = Lowering()
-        if not axes:  # noop_with_empty_axes: the output is the input
+        if not axes and self.is_noop(node):  # the output is the input
             low.aliases[0] = 0
             return low
         red_size = prod(shape[a] for a in axes)
@@ -269,6 +274,10 @@ class ReduceOp(OpDef):
             axes_case("size0_axis", np.zeros((2, 0, 3), np.float32), [1]),
             axes_case("size1", x[:, :1], [1], keepdims=0),
             axes_case("int32", ints, [1]),
+            # rank 0: "every axis" is none, yet L2, L1, SumSquare, LogSum still apply per element
+            axes_case("rank0", np.array(-2.5 if self.code not in (LOGSUM,) else 2.5, np.float32),
+                      None),
+            axes_case("rank0_noop", np.array(-2.5, np.float32), [], noop_with_empty_axes=1),
             OpCase("attr_form_opset13", [x], {"axes": [0, 2], "keepdims": 0}, opset=13,
                    rtol=1e-4, atol=1e-5),
         ]

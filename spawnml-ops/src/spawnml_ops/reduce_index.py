@@ -201,8 +201,10 @@ class CumSum(OpDef):
 
 
 @kernel
-def topk_rank(x: Tensor, out: Output, n: int, inner: int, largest: bool):
-    """Rank of each element in its row (0 = first in TopK order; ties: lower index first)."""
+def topk_rank(x: Tensor, out: Output, n: int, inner: int, largest: bool, isfloat: bool):
+    """Rank of each element in its row (0 = first in TopK order; ties: lower index first).
+    NaN is larger than every number (first for largest, last for smallest, as onnxruntime
+    and numpy's sort order)."""
     base = row_base(out, n, inner)
     i = axis_pos(out, n, inner)
     v = x.flat[out.flat]
@@ -213,6 +215,11 @@ def topk_rank(x: Tensor, out: Output, n: int, inner: int, largest: bool):
             before = w > v or (w == v and m < i)
         else:
             before = w < v or (w == v and m < i)
+        if isfloat:
+            if isnan(w) and isnan(v):
+                before = m < i
+            elif isnan(w) or isnan(v):  # one NaN: first when largest, last when smallest
+                before = isnan(w) if largest else isnan(v)
         r += 1 if before else 0
     return r
 
@@ -272,7 +279,10 @@ class TopK(OpDef):
         largest = int(self.attr(node, "largest", 1))
         # stable sort on the negated keys keeps lower indices first among ties
         keys = -x.astype(np.float64) if largest else x
-        idx = np.argsort(keys, axis=axis, kind="stable")
+        idx = np.argsort(keys, axis=axis, kind="stable")  # NaN last
+        if largest and x.dtype.kind == "f":  # NaN is the largest value: first, in index order
+            nan_first = ~np.isnan(np.take_along_axis(x, idx, axis=axis))
+            idx = np.take_along_axis(idx, np.argsort(nan_first, axis=axis, kind="stable"), axis)
         idx = np.take(idx, np.arange(k), axis=axis)
         return [np.take_along_axis(x, idx, axis=axis), idx.astype(np.int64)]
 
@@ -287,7 +297,7 @@ class TopK(OpDef):
         low = Lowering()
         rank = low.temp(DType.int32, shape)
         low.launch(topk_rank, [In(0)], rank, n=n, inner=inner,
-                   largest=bool(self.attr(node, "largest", 1)))
+                   largest=bool(self.attr(node, "largest", 1)), isfloat=inputs[0].dtype.is_float)
         low.launch(topk_index, [rank], Out(1), n=n, k=k, inner=inner)
         low.launch(take_along, [In(0), Out(1)], Out(0), n=n, k=k, inner=inner)
         return low
@@ -295,6 +305,7 @@ class TopK(OpDef):
     def cases(self) -> list[OpCase]:
         x = np.array([[3.0, 1.0, 3.0, 7.0, -2.0], [0.0, 0.0, 0.0, 1.0, -np.inf]], np.float32)
         k2 = np.array([2], np.int64)
+        nan = np.array([[1.0, np.nan, 3.0, np.inf], [np.nan, -1.0, np.nan, 5.0]], np.float32)
         return [
             OpCase("largest_ties", [x, k2], opset=11, n_outputs=2),
             OpCase("smallest", [x, np.array([3], np.int64)], {"largest": 0}, opset=11,
@@ -305,6 +316,10 @@ class TopK(OpDef):
                                    np.array([5], np.int64)], opset=11,
                    n_outputs=2),
             OpCase("opset1_attr", [x], {"k": 2}, opset=1, n_outputs=2),
+            # NaN is the largest value (onnxruntime): first when largest, last when smallest
+            OpCase("nan_largest", [nan, np.array([3], np.int64)], opset=11, n_outputs=2),
+            OpCase("nan_smallest", [nan, np.array([3], np.int64)], {"largest": 0}, opset=11,
+                   n_outputs=2),
         ]
 
 

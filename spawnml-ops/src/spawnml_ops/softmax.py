@@ -54,13 +54,15 @@ def softmax_apply(x: Tensor, stats: Tensor, out: Output, n: int, inner: int, mod
 
 @kernel
 def hardmax(x: Tensor, out: Output, n: int, inner: int):
-    """1 at the first maximum of the row, 0 elsewhere."""
+    """1 at the first maximum of the row, 0 elsewhere; the first NaN is the maximum (as
+    ArgMax and numpy; the isnan guard keeps targets whose comparisons with NaN are
+    unreliable, GLSL's, in line)."""
     base = row_base(out, n, inner)
     best = x.flat[base]
     best_k = 0
     for k in range(1, n):
         v = x.flat[base + k * inner]
-        if v > best:
+        if not isnan(best) and (v > best or isnan(v)):
             best = v
             best_k = k
     hit = axis_pos(out, n, inner) == best_k
@@ -164,6 +166,8 @@ class Hardmax(_SoftmaxBase):
         ties = np.array([[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 2.0, 2.0]], np.float32)
         return [c for c in super().cases() if c.name not in ("large_values", "inf_rows")] + [
             OpCase("ties_first_wins", [ties]),
+            OpCase("nan_first_wins", [np.array([[1.0, np.nan, 3.0, 2.0], [np.nan, -1.0, np.nan,
+                                                                        5.0]], np.float32)]),
         ]
 
 

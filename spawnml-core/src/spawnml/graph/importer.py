@@ -18,6 +18,7 @@ from ..errors import InvalidInputError, InvalidModelError, SpawnMLError, Unsuppo
 from ..onnx_attributes import node_from_proto
 from ..op import TensorInfo
 from .ir import Graph, Value, topological_order
+from .validate import check_node
 
 _MAX_MODEL_BYTES = 2**31 - 1  # protobuf's own limit
 
@@ -69,10 +70,22 @@ def _resolve_reference(model: str | os.PathLike) -> Path:
 # ------------------------------------------------------------------------- external data
 
 
-def _external_bytes(tensor: Any, base: Path | None) -> bytes:
+def _external_bytes(tensor: Any, base: Path | None, expected: int | None) -> bytes:
+    """The bytes of an external tensor: at most ``expected`` (its size from dims and element
+    type), so a missing or wrong ``length`` never reads a whole unrelated file."""
     info = {e.key: e.value for e in tensor.external_data}
     location = info.get("location", "")
     what = f"initializer {tensor.name!r}"
+    try:
+        return _read_external(info, location, what, base, expected)
+    except (OSError, ValueError, UnicodeError) as exc:  # NUL bytes, undecodable names, I/O
+        raise InvalidModelError(
+            f"{what}: external data location {location!r} cannot be read: {exc}"
+        ) from None
+
+
+def _read_external(info: dict[str, str], location: str, what: str, base: Path | None,
+                   expected: int | None) -> bytes:
     if base is None:
         raise InvalidModelError(
             f"{what} stores its data in external file {location!r}, but the model was given "
@@ -104,18 +117,21 @@ def _external_bytes(tensor: Any, base: Path | None) -> bytes:
     except ValueError:
         raise InvalidModelError(f"{what}: bad external data offset/length {info}") from None
     size = path.stat().st_size
-    if (
-        offset < 0
-        or offset > size
-        or (length is not None and (length < 0 or offset + length > size))
-    ):
+    if length is None:
+        length = expected if expected is not None else size - offset
+    elif expected is not None and length != expected:
+        raise InvalidModelError(
+            f"{what}: external data length {length} does not match its shape and element "
+            f"type ({expected} bytes)"
+        )
+    if offset < 0 or length < 0 or offset + length > size:
         raise InvalidModelError(
             f"{what}: external data range offset={offset} length={length} is outside "
             f"{location!r} ({size} bytes)"
         )
     with open(path, "rb") as f:
         f.seek(offset)
-        return f.read() if length is None else f.read(length)
+        return f.read(length)
 
 
 def tensor_to_array(tensor: Any, base: Path | None) -> np.ndarray:
@@ -123,20 +139,30 @@ def tensor_to_array(tensor: Any, base: Path | None) -> np.ndarray:
     from onnx import TensorProto, numpy_helper
 
     what = f"initializer {tensor.name!r}"
-    if tensor.data_location == TensorProto.EXTERNAL:
-        t = TensorProto()
-        t.CopyFrom(tensor)
-        del t.external_data[:]
-        t.data_location = TensorProto.DEFAULT
-        t.raw_data = _external_bytes(tensor, base)
-        tensor = t
+    dims = tuple(int(d) for d in tensor.dims)
+    if any(d < 0 for d in dims):
+        raise InvalidModelError(f"{what} has negative dims {dims}")
     try:
-        as_dtype(int(tensor.data_type))  # narrow types decode to ml_dtypes arrays
+        dt = as_dtype(int(tensor.data_type))  # narrow types decode to ml_dtypes arrays
     except InvalidInputError:
         raise UnsupportedOpError(
             f"{what} has element type {_type_name(tensor.data_type)}, which spawnml does not "
             "support"
         ) from None
+    count = int(np.prod(dims, dtype=np.float64)) if dims else 1
+    nbytes = -(-count * dt.bits // 8)
+    if tensor.data_location == TensorProto.EXTERNAL:
+        t = TensorProto()
+        t.CopyFrom(tensor)
+        del t.external_data[:]
+        t.data_location = TensorProto.DEFAULT
+        t.raw_data = _external_bytes(tensor, base, nbytes)
+        tensor = t
+    elif tensor.HasField("raw_data") and len(tensor.raw_data) != nbytes:
+        raise InvalidModelError(
+            f"{what} holds {len(tensor.raw_data)} bytes of raw data for shape {dims} "
+            f"({dt}: {nbytes} bytes)"
+        )
     try:
         array = numpy_helper.to_array(tensor)
     except Exception as exc:  # noqa: BLE001 - onnx raises many kinds for bad tensors
@@ -192,6 +218,16 @@ def type_to_info(type_proto: Any, what: str) -> TensorInfo | None:
 # ----------------------------------------------------------------------------- graphs
 
 
+def _check_unique(names: list[str], what: str) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if not name:
+            raise InvalidModelError(f"{what} has an empty name")
+        if name in seen:
+            raise InvalidModelError(f"{what} {name!r} is declared more than once")
+        seen.add(name)
+
+
 def _convert_graph(
     gp: Any, opsets: dict[str, int], base: Path | None, outer: set[str], where: str
 ) -> Graph:
@@ -205,7 +241,12 @@ def _convert_graph(
     for st in gp.sparse_initializer:
         values = tensor_to_array(st.values, base)
         indices = tensor_to_array(st.indices, base).astype(np.int64)
-        dense = np.zeros(tuple(st.dims), dtype=values.dtype)
+        dims = tuple(int(d) for d in st.dims)
+        if any(d < 0 for d in dims):
+            raise InvalidModelError(
+                f"{where}: sparse initializer {st.values.name!r} has negative dims {dims}"
+            )
+        dense = np.zeros(dims, dtype=values.dtype)
         try:
             if indices.ndim == 1:
                 dense.reshape(-1)[indices] = values
@@ -217,6 +258,8 @@ def _convert_graph(
             ) from None
         initializers[st.values.name] = dense
     init_names = set(initializers)
+    _check_unique([v.name for v in gp.input], f"{where}: graph input")
+    _check_unique([v.name for v in gp.output], f"{where}: graph output")
     inputs = [
         Value(v.name, type_to_info(v.type, f"{where} input {v.name!r}"))
         for v in gp.input
@@ -243,6 +286,7 @@ def _convert_graph(
             )
         if not proto.op_type:
             raise InvalidModelError(f"{where}: node {i} has no op_type")
+        check_node(proto, opsets[domain], domain, f"{where}: {proto.name or i!r}")
         try:
             node = node_from_proto(proto, opsets[domain])
         except SpawnMLError:
@@ -303,7 +347,8 @@ def _add_inferred_types(proto: Any, graph: Graph) -> None:
     if proto.ByteSize() > (1 << 30):
         return
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False)
+        inferred = onnx.shape_inference.infer_shapes(_without_negative_dims(proto),
+                                                     strict_mode=False)
     except Exception:  # noqa: BLE001 - our own per-op inference is authoritative
         return
     for v in list(inferred.graph.value_info) + list(inferred.graph.output):
@@ -313,3 +358,25 @@ def _add_inferred_types(proto: Any, graph: Graph) -> None:
             continue
         if info is not None and v.name not in graph.value_info:
             graph.value_info[v.name] = info
+
+
+def _without_negative_dims(proto: Any) -> Any:
+    """``proto``, or a copy whose negative ``dim_value`` s (exporters' "unknown") are cleared:
+    onnx's C++ inference aborts the process on some of them (a Slice of a -1 axis)."""
+    def values(graph: Any) -> Any:
+        for v in (*graph.input, *graph.output, *graph.value_info):
+            if v.type.HasField("tensor_type"):
+                yield from v.type.tensor_type.shape.dim
+        for node in graph.node:
+            for attr in node.attribute:
+                for g in (*([attr.g] if attr.HasField("g") else []), *attr.graphs):
+                    yield from values(g)
+
+    if not any(d.HasField("dim_value") and d.dim_value < 0 for d in values(proto.graph)):
+        return proto
+    copy = type(proto)()
+    copy.CopyFrom(proto)
+    for d in values(copy.graph):
+        if d.HasField("dim_value") and d.dim_value < 0:
+            d.ClearField("dim_value")
+    return copy
