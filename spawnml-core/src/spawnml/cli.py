@@ -51,6 +51,9 @@ def cmd_backends(args: argparse.Namespace) -> int:
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
+    from .registry import collect_all
+
+    collect_all()  # run every registration hook, so their errors are listed too
     pm = get_plugin_manager()
     records = pm.records
     if args.json:

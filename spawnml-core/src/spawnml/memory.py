@@ -3,13 +3,19 @@
 Freed buffers are kept by size class and handed out again for requests of the same class,
 so a model's steady-state runs allocate nothing. The pool holds at most ``max_cached_bytes``
 of free buffers; beyond that a freed buffer is released to the backend for real.
+
+``tensor_byte_limit`` and ``check_tensor_bytes`` refuse, with OutOfMemoryError, a tensor
+larger than the memory there is, before numpy or a device driver tries to allocate it.
 """
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Generic, TypeVar
+
+from .errors import InvalidInputError, OutOfMemoryError
 
 H = TypeVar("H")
 
@@ -73,3 +79,76 @@ class BufferPool(Generic[H]):
                 self._release(handle)
         self._free.clear()
         self.cached_bytes = 0
+
+
+# -- the per-tensor limit ------------------------------------------------------------------
+
+MAX_TENSOR_BYTES_ENV = "SPAWNML_MAX_TENSOR_BYTES"
+_MEMINFO = "/proc/meminfo"
+
+
+def available_host_bytes() -> int | None:
+    """Memory the host can still give without swapping (``MemAvailable`` of /proc/meminfo,
+    else the free physical pages); None where the platform does not say."""
+    try:
+        with open(_MEMINFO, encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _parse_limit(text: str) -> int | None:
+    """An env value: a byte count (``0``, ``off``, ``none``: no limit)."""
+    value = text.strip().lower()
+    if value in ("", "0", "off", "none", "no"):
+        return None
+    try:
+        limit = int(float(value))
+    except ValueError:
+        raise InvalidInputError(
+            f"{MAX_TENSOR_BYTES_ENV}={text!r} is not a byte count (or 0/off for no limit)"
+        ) from None
+    if limit < 0:
+        raise InvalidInputError(f"{MAX_TENSOR_BYTES_ENV}={text!r} must not be negative")
+    return limit
+
+
+def tensor_byte_limit(override: int | None = None) -> int | None:
+    """The largest tensor a session may allocate, in bytes; None means no limit.
+
+    ``override`` (``SessionOptions.max_tensor_bytes``) wins: a positive byte count, or 0 for
+    no limit. Else ``SPAWNML_MAX_TENSOR_BYTES`` (the same values, ``off`` too). Else the
+    host's available memory now: a larger tensor cannot be computed on the host, and
+    devices read results back into host memory."""
+    if override is not None:
+        return int(override) or None
+    env = os.environ.get(MAX_TENSOR_BYTES_ENV)
+    if env is not None:
+        return _parse_limit(env)
+    return available_host_bytes()
+
+
+def _human(nbytes: int) -> str:
+    value = float(nbytes)
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{int(value)} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def check_tensor_bytes(nbytes: int, limit: int | None, what: str) -> None:
+    """Raise OutOfMemoryError when ``what`` (a tensor's description) needs more than
+    ``limit`` bytes, before anything tries to allocate it."""
+    if limit is not None and nbytes > limit:
+        raise OutOfMemoryError(
+            f"{what} needs {nbytes} bytes ({_human(nbytes)}), more than the {_human(limit)} "
+            f"a tensor may take here (the host's available memory, or "
+            f"SessionOptions.max_tensor_bytes / {MAX_TENSOR_BYTES_ENV})"
+        )

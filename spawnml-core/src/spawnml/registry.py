@@ -1,4 +1,9 @@
-"""What plugins registered: backends (and later ops, kernels, pipelines), collected once."""
+"""What plugins registered: backends, ops and kernels, collected once.
+
+Each plugin's hooks run on their own (``plugins.IsolatingPluginManager``): a plugin whose
+hook raises, or registers something invalid, is recorded with the error (``spawnml
+plugins``) and everything the other plugins registered is kept.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ from typing import Any
 
 from .backend import Backend, BackendInfo, DeviceKind
 from .errors import BackendUnavailableError, InvalidInputError, PluginError
-from .plugins import get_plugin_manager
+from .plugins import describe_error, get_plugin_manager
 
 _lock = threading.RLock()
 _backend_classes: dict[str, tuple[type[Backend], str]] | None = None
@@ -50,7 +55,9 @@ def backend_classes() -> dict[str, tuple[type[Backend], str]]:
                 try:
                     impl.function(register=register)
                 except Exception as exc:  # noqa: BLE001 - recorded, never fatal
-                    pm.record_error(plugin_name, f"spawnml_register_backends failed: {exc}")
+                    pm.record_error(
+                        plugin_name, f"spawnml_register_backends failed: {describe_error(exc)}"
+                    )
             _backend_classes = found
         return _backend_classes
 
@@ -106,7 +113,7 @@ def get_backend(name: str, **options: Any) -> Backend:
         if name not in classes:
             known = ", ".join(sorted(classes)) or "none"
             failed = "".join(
-                f"; plugin {r.name!r} failed to load: {r.error}"
+                f"; plugin {r.name!r} failed{'' if r.loaded else ' to load'}: {r.error}"
                 for r in get_plugin_manager().failed()
             )
             raise BackendUnavailableError(
@@ -120,6 +127,14 @@ def get_backend(name: str, **options: Any) -> Backend:
         if not options:
             _instances[name] = instance
         return instance
+
+
+def collect_all() -> None:
+    """Run every registration hook the registry collects (backends, ops, kernels) now, so
+    that each plugin's hook errors are recorded, e.g. before ``spawnml plugins`` lists them."""
+    backend_classes()
+    op_definitions()
+    kernel_table()
 
 
 # -- operators ---------------------------------------------------------------------------
@@ -170,8 +185,8 @@ def find_op(domain: str, op_type: str, opset: int) -> Any:
 _kernels: dict[tuple[str, str, str], list[Any]] | None = None
 
 
-def backend_kernels(backend: str, domain: str, op_type: str) -> list[Any]:
-    """Backend-specific kernels registered for an op (``spawnml_register_kernels``)."""
+def kernel_table() -> dict[tuple[str, str, str], list[Any]]:
+    """Registered backend kernels by (backend, domain, op_type), collected once."""
     global _kernels
     with _lock:
         if _kernels is None:
@@ -189,4 +204,9 @@ def backend_kernels(backend: str, domain: str, op_type: str) -> list[Any]:
 
             get_plugin_manager().hook.spawnml_register_kernels(register=register)
             _kernels = found
-        return _kernels.get((backend, "" if domain == "ai.onnx" else domain, op_type), [])
+        return _kernels
+
+
+def backend_kernels(backend: str, domain: str, op_type: str) -> list[Any]:
+    """Backend-specific kernels registered for an op (``spawnml_register_kernels``)."""
+    return kernel_table().get((backend, "" if domain == "ai.onnx" else domain, op_type), [])

@@ -27,7 +27,7 @@ from .graph.feeds import validate_feeds
 from .graph.importer import import_model
 from .graph.passes import PassReport, optimise
 from .graph.plan import HOST, NodePlan, lookup_op
-from .graph.runtime import Plan, Runner
+from .graph.runtime import DEFAULT_MAX_PLANS, Plan, Runner
 from .op import TensorInfo
 from .profile import Profile
 from .registry import backend_names, get_available_backends, get_backend
@@ -54,6 +54,26 @@ class SessionOptions:
     record: bool = True
     """Record each input-shape set's launch sequence on its second run and replay it after
     (``graph.record``); ``SPAWNML_RECORD=0`` turns it off too."""
+    max_cached_plans: int = DEFAULT_MAX_PLANS
+    """Plans kept per input-shape set, least recently used first out: an evicted plan's
+    device buffers, constants and recordings are released (rebuilt if its shapes return)."""
+    max_tensor_bytes: int | None = None
+    """The largest tensor a run may allocate, in bytes; a larger one raises
+    OutOfMemoryError before anything allocates it. None: ``SPAWNML_MAX_TENSOR_BYTES``, else
+    the host's available memory when the plan is built; 0: no limit."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_cached_plans, int) or self.max_cached_plans < 1:
+            raise InvalidInputError(
+                f"max_cached_plans must be a positive int, got {self.max_cached_plans!r}"
+            )
+        if self.max_tensor_bytes is not None and (
+            not isinstance(self.max_tensor_bytes, int) or self.max_tensor_bytes < 0
+        ):
+            raise InvalidInputError(
+                f"max_tensor_bytes must be a byte count >= 0 or None, got "
+                f"{self.max_tensor_bytes!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -141,10 +161,11 @@ class InferenceSession:
         self._check_ops()
         self.passes: PassReport = optimise(self.graph, fuse=self.options.optimize)
         self._runner = Runner(
-            self.graph, self.backends, fuse=self.options.optimize, record=self.options.record
-        )
+            self.graph, self.backends, fuse=self.options.optimize, record=self.options.record,
+            max_plans=self.options.max_cached_plans,
+            max_tensor_bytes=self.options.max_tensor_bytes,
+        )  # fmt: skip
         self._logged = False
-        self._checked: set[int] = set()
         static = {v.name: v.info for v in self.graph.inputs}
         if all(i is not None and i.is_static for i in static.values()):
             self._ensure(self._runner.plan(static))  # type: ignore[arg-type]
@@ -197,9 +218,9 @@ class InferenceSession:
 
     # -- checks on each new plan -----------------------------------------------------------
     def _ensure(self, plan: Plan) -> None:
-        if id(plan) in self._checked:
+        if plan.checked:
             return
-        self._checked.add(id(plan))
+        plan.checked = True
         first = self.backends[0].name
         off = [s for s in plan.spec.steps if s.kind in ("kernel", "portable", "reference")
                and s.location != first]  # fmt: skip
@@ -233,17 +254,24 @@ class InferenceSession:
     # -- running ---------------------------------------------------------------------------
     def run(
         self,
-        output_names: Sequence[str] | None,
+        output_names: str | Sequence[str] | None,
         input_feed: Mapping[str, Any],
         run_options: Any = None,
         *,
         device: bool = False,
         profile: bool = False,
     ) -> list[Any]:
-        """Outputs in the order of ``output_names`` (all outputs when None) as numpy arrays,
-        or as DeviceTensors with ``device=True`` (host-computed outputs are uploaded to the
-        first backend). Feeds may be DeviceTensors on a backend of this session.
-        ``profile=True`` times this run per kernel into ``profile()``."""
+        """Outputs in the order of ``output_names`` as numpy arrays, or as DeviceTensors
+        with ``device=True`` (host-computed outputs are uploaded to the first backend).
+
+        ``output_names``: a list of output names (None or an empty list: every output, in
+        the model's order); a single name as a str is taken as ``[name]`` (onnxruntime
+        requires a list). A name may appear more than once: each occurrence gets its own
+        result (an independent array, or a DeviceTensor handle closed independently).
+        Unknown names raise InvalidInputError listing the model's outputs. Every returned
+        DeviceTensor stays valid until it is closed, whatever else is closed (the feeds,
+        other outputs, the session). Feeds may be DeviceTensors on a backend of this
+        session. ``profile=True`` times this run per kernel into ``profile()``."""
         if profile and self._profile is None:
             self._profile = Profile(self.model_nodes)
         return self._run(output_names, input_feed, device, self._profile if profile else None)
@@ -252,7 +280,7 @@ class InferenceSession:
         self,
         input_feed: Mapping[str, Any] | None = None,
         runs: int = 1,
-        output_names: Sequence[str] | None = None,
+        output_names: str | Sequence[str] | None = None,
         *,
         reset: bool = False,
     ) -> Profile:
@@ -268,19 +296,32 @@ class InferenceSession:
             self._profile = None
         return found
 
+    def _output_names(self, output_names: str | Sequence[str] | None) -> list[str]:
+        """The requested names as a list (see ``run``), checked against the outputs."""
+        all_outputs = [v.name for v in self.graph.outputs]
+        if isinstance(output_names, str):
+            output_names = [output_names]
+        if not output_names:  # None or empty, as onnxruntime
+            return all_outputs
+        names = list(output_names)
+        wrong = [n for n in names if not isinstance(n, str)]
+        if wrong:
+            raise InvalidInputError(
+                f"output names must be strings, got {wrong!r}; outputs are {all_outputs}"
+            )
+        unknown = [n for n in names if n not in all_outputs]
+        if unknown:
+            raise InvalidInputError(f"unknown output name(s) {unknown}; outputs are {all_outputs}")
+        return names
+
     def _run(
         self,
-        output_names: Sequence[str] | None,
+        output_names: str | Sequence[str] | None,
         input_feed: Mapping[str, Any],
         device: bool,
         profile: Profile | None,
     ) -> list[Any]:
-        all_outputs = [v.name for v in self.graph.outputs]
-        if output_names is None:
-            output_names = all_outputs
-        unknown = [n for n in output_names if n not in all_outputs]
-        if unknown:
-            raise InvalidInputError(f"unknown output name(s) {unknown}; outputs are {all_outputs}")
+        names = self._output_names(output_names)
         feeds = validate_feeds(self.graph.inputs, input_feed)
         for name, value in feeds.items():
             if isinstance(value, DeviceTensor) and value.backend not in self.backends:
@@ -295,28 +336,37 @@ class InferenceSession:
             plan = self._runner.plan(infos)
             self._ensure(plan)
             start = time.perf_counter()
-            want = list(dict.fromkeys(output_names))
-            results = self._runner.run(feeds, want, keep=device, profile=profile)
-            out = []
-            done: list[DeviceTensor] = []  # closed after every output is read (views share)
-            for name in output_names:
-                value = results[name]
-                if device:
-                    if not isinstance(value, DeviceTensor):
-                        value = DeviceTensor.from_numpy(self.backends[0], np.asarray(value))
-                    out.append(value)
-                elif isinstance(value, DeviceTensor):
-                    out.append(value.numpy())
-                    if value.backend is not None and not _is_feed(value, feeds):
-                        done.append(value)
-                else:
-                    out.append(np.array(value) if name in plan.spec.consts else value)
-            for value in done:
-                value.close()
+            results = self._runner.run(feeds, names, keep=device, profile=profile)
+            out = self._deliver(names, results, plan, device)
             if profile is not None:
                 profile.runs += 1
                 profile.run_s += time.perf_counter() - start
             return out
+
+    def _deliver(
+        self, names: list[str], results: dict[str, Any], plan: Plan, device: bool
+    ) -> list[Any]:
+        """One result per requested name, in order; a repeated name gets its own copy
+        (host) or handle (device). On failure every DeviceTensor made here is closed."""
+        out: list[Any] = []
+        seen: set[str] = set()
+        try:
+            for name in names:
+                value, again = results[name], name in seen
+                seen.add(name)
+                if not device:
+                    out.append(np.array(value) if again or name in plan.spec.consts else value)
+                elif not isinstance(value, DeviceTensor):
+                    out.append(DeviceTensor.from_numpy(self.backends[0], np.asarray(value)))
+                else:
+                    out.append(value.share() if again else value)
+        except BaseException:
+            if device:
+                for value in {id(v): v for v in [*results.values(), *out]}.values():
+                    if isinstance(value, DeviceTensor):
+                        value.close()
+            raise
+        return out
 
     def close(self) -> None:
         """Free the session's device memory (weights, plans)."""
@@ -335,12 +385,6 @@ def _meta(t: Any) -> tuple:
     if isinstance(t, DeviceTensor):
         return t.dtype, t.shape
     return as_dtype(t.dtype), tuple(t.shape)
-
-
-def _is_feed(value: DeviceTensor, feeds: Mapping[str, Any]) -> bool:
-    return any(
-        value is f or (isinstance(f, DeviceTensor) and value._owner is f) for f in feeds.values()
-    )
 
 
 __all__ = ["InferenceSession", "SessionOptions", "NodeArg", "Placement", "MemoryReport", "HOST"]

@@ -4,6 +4,10 @@ host, and place each remaining node on a backend.
 Constant folding runs on the host with each op's numpy reference: any node whose inputs are
 all known (initializers, earlier folds) and ``Shape``/``Size`` of a tensor whose shape is known
 become constants, so shape arithmetic never runs on a device.
+
+Every inferred tensor is checked against the per-tensor byte limit
+(``memory.tensor_byte_limit``) before anything computes it: a tensor larger than the memory
+there is raises OutOfMemoryError naming the node, the value, its shape and bytes.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from ..backend import Backend
 from ..dtypes import dtype as as_dtype
 from ..errors import InvalidModelError, KernelError, OutOfMemoryError, SpawnMLError
 from ..execute import PreparedLowering
+from ..memory import check_tensor_bytes
 from ..op import HostOnly, In, Node, OpDef, TensorInfo
 from ..registry import backend_kernels, find_op
 from .fusion import FUSED_ATTR, apply_fused_activation
@@ -47,6 +52,24 @@ def infer_node(op: OpDef, node: Node, inputs: Sequence[TensorInfo | None],
         raise InvalidModelError(
             f"{node.describe()}: {domain}{node.op_type}.infer raised {type(exc).__name__}: {exc}"
         ) from exc
+
+
+def check_tensor_sizes(node: Node, outputs: Sequence[TensorInfo | None], limit: int | None) -> None:
+    """OutOfMemoryError when an output of ``node`` with a known shape needs more than
+    ``limit`` bytes (as numpy stores it on the host)."""
+    if limit is None:
+        return
+    for name, info in zip(node.outputs, outputs):
+        if info is not None and info.is_static:
+            nbytes = info.size * np.dtype(info.dtype.numpy).itemsize
+            what = f"{node.describe()}: output {name!r} ({info.dtype}, shape {info.shape})"
+            check_tensor_bytes(nbytes, limit, what)
+
+
+def _static_bytes(infos: Sequence[TensorInfo | None]) -> int:
+    return sum(i.size * np.dtype(i.dtype.numpy).itemsize for i in infos
+               if i is not None and i.is_static)  # fmt: skip
+
 
 @dataclass
 class NodePlan:
@@ -185,8 +208,10 @@ def specialise(
     feeds: dict[str, TensorInfo],
     backends: Sequence[Backend],
     outer_consts: dict[str, np.ndarray] | None = None,
+    max_tensor_bytes: int | None = None,
 ) -> Specialised:
-    """Infer, fold and place every node of ``graph`` for concrete feed infos."""
+    """Infer, fold and place every node of ``graph`` for concrete feed infos; a tensor
+    over ``max_tensor_bytes`` (None: no limit) raises OutOfMemoryError."""
     infos: dict[str, TensorInfo | None] = dict(feeds)
     consts: dict[str, np.ndarray] = dict(outer_consts or {})
     for name, array in graph.initializers.items():
@@ -199,7 +224,10 @@ def specialise(
         op = lookup_op(node)
         ins = [infos.get(n) if n else None for n in node.inputs]
         vals = [consts.get(n) if n else None for n in node.inputs]
-        folded = _fold(op, node, ins, vals)
+        inferred = _infer_first(op, node, ins, vals, max_tensor_bytes)
+        folded = None
+        if inferred is None or _static_bytes(inferred) <= FOLD_LIMIT:
+            folded = _fold(op, node, ins, vals)
         if folded is not None:
             if len(folded) < len([o for o in node.outputs if o]):
                 raise InvalidModelError(f"{node.describe()}: produced {len(folded)} outputs")
@@ -211,7 +239,7 @@ def specialise(
                 outs.append(infos.get(name))
             steps.append(NodePlan(node, op, ins, outs, vals, "folded", "folded"))
             continue
-        out_infos = infer_node(op, node, ins, vals)
+        out_infos = inferred if inferred is not None else infer_node(op, node, ins, vals)
         for name, info in zip(node.outputs, out_infos):
             if name:
                 infos[name] = info
@@ -225,6 +253,19 @@ def specialise(
         steps.append(step)
     _drop_unused(graph, steps)
     return Specialised(infos, consts, steps)
+
+
+def _infer_first(op: OpDef, node: Node, ins: list[TensorInfo | None],
+                 vals: list[np.ndarray | None], limit: int | None) -> list[TensorInfo] | None:
+    """The node's output infos, checked against the tensor limit before anything computes
+    them (folding included); None where inference fails (a node that folds may still
+    succeed: its reference decides, as before)."""
+    try:
+        outs = infer_node(op, node, ins, vals)
+    except SpawnMLError:
+        return None
+    check_tensor_sizes(node, outs, limit)
+    return outs
 
 
 def _drop_unused(graph: Graph, steps: list[NodePlan]) -> None:

@@ -15,11 +15,12 @@ steps whose shapes are known only at run time are not recorded (``NotRecordable`
 run the normal path every time.
 
 Buffers: intermediates keep the memory plan's slots, held by the recording for its life;
-temporaries of multi-launch lowerings share one arena per backend. Results are returned as
-views of the output buffers (the caller copies them to the host at once) or, when the caller
-keeps DeviceTensors, handed over: the recording then takes a fresh buffer for the next
-replay and rebinds only the launches that touch it. DeviceTensor feeds are bound as the
-input buffer itself (rebinding its readers when a run passes another buffer).
+temporaries of multi-launch lowerings share one arena per backend. Results are owning
+handles (``DeviceTensor.share``) on the buffers they live in: read at once and closed by the
+caller or, when the caller keeps DeviceTensors, handed over: the recording then takes a fresh
+buffer for the next replay and rebinds only the launches that touch it. DeviceTensor feeds
+are bound as the input buffer itself (rebinding its readers when a run passes another
+buffer).
 """
 
 from __future__ import annotations
@@ -445,7 +446,9 @@ class Recording:
     def _prepare(self, feeds: dict[str, Any]) -> None:
         changed: set[int] = set()
         for i, root in enumerate(self.roots):
-            if root.stale:
+            if root.stale:  # its buffer was handed over: let go of it, take a fresh one
+                if root.tensor is not None:
+                    root.tensor.close()
                 root.tensor = DeviceTensor.empty(root.backend, (-(-root.nbytes // 4),),
                                                  DType.float32)  # fmt: skip
                 root.stale = False
@@ -482,36 +485,39 @@ class Recording:
         return self._results(want, keep)
 
     def _results(self, want: Sequence[str], keep: bool) -> dict[str, Any]:
+        """Each wanted value: a host cell, or an owning handle on the buffer it lives in.
+        With ``keep`` the recording hands those buffers over (renewed before the next
+        replay); without, the caller reads the handles at once and closes them."""
         out: dict[str, Any] = {}
-        taken: dict[int, DeviceTensor] = {}
-        for name in want:
-            where = self.home.get(name)
-            if where is None:
-                if name in self.plan.spec.consts:
-                    out[name] = self.plan.spec.consts[name]
-                    continue
-                raise InvalidModelError(f"output {name!r} was not computed")
-            val = self.vals[(name, where)]
-            if val.where == HOST:
-                out[name] = self.cells[val.cell]
-            elif val.fixed is not None:
-                out[name] = val.fixed.reshape(val.shape)
-            elif not keep or self.roots[val.root].external:
-                out[name] = self._view(val)
-            else:
-                root = self.roots[val.root]
-                first = taken.get(val.root)
-                if first is None:
-                    assert root.tensor is not None
-                    first = taken[val.root] = DeviceTensor(root.backend, root.tensor.buffer,
-                                                           val.shape, val.dtype)  # fmt: skip
-                    root.tensor._buffer = None  # detached, not freed: the caller owns it now
-                    root.stale = True
-                    out[name] = first
-                else:
-                    out[name] = DeviceTensor(first.backend, first.buffer, val.shape, val.dtype,
-                                             _owner=first)  # fmt: skip
+        handed: set[int] = set()
+        try:
+            for name in want:
+                out[name] = self._result(name, handed if keep else None)
+        except BaseException:
+            for value in out.values():
+                if isinstance(value, DeviceTensor):
+                    value.close()
+            raise
+        for r in handed:
+            self.roots[r].stale = True
         return out
+
+    def _result(self, name: str, handed: set[int] | None) -> Any:
+        where = self.home.get(name)
+        if where is None:
+            if name in self.plan.spec.consts:
+                return self.plan.spec.consts[name]
+            raise InvalidModelError(f"output {name!r} was not computed")
+        val = self.vals[(name, where)]
+        if val.where == HOST:
+            return self.cells[val.cell]
+        if val.fixed is not None:
+            return val.fixed.share(val.shape, val.dtype)
+        root = self.roots[val.root]
+        assert root.tensor is not None
+        if handed is not None and not root.external:
+            handed.add(val.root)
+        return root.tensor.share(val.shape, val.dtype)
 
     def _profiled(self, profile: Profile) -> None:
         from ..profile import MEASURED, KernelRow
@@ -560,9 +566,10 @@ class Recording:
                             launch.nbytes, 1)  # fmt: skip
 
     def close(self) -> None:
-        """Free the buffers this recording owns (external feeds and handed-over ones stay)."""
+        """Release the buffers this recording holds (external feeds stay with their owners;
+        handed-over ones with the callers' handles)."""
         for root in self.roots:
-            if not root.external and root.tensor is not None and not root.stale:
+            if not root.external and root.tensor is not None:
                 root.tensor.close()
             root.tensor = None
         self.roots.clear()

@@ -4,6 +4,11 @@ intermediates kept on their device, transfers only where placement changes backe
 A value lives at one location (a backend name, or "host" for numpy arrays); a consumer on
 another location gets a copy made once per run. Steps whose input shapes were unknown when
 planning (after data-dependent ops) are specialised on the fly, cached by their shapes.
+
+Plans are kept in a bounded LRU cache (``max_plans``): the least recently used plan is closed
+(device constants, recordings, prepared lowerings) when a new input-shape set needs room.
+Results are owning DeviceTensor handles (``DeviceTensor.share``), so a result stays valid
+whatever else is closed: the run's own buffers, a feed it aliases, another result.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -22,11 +28,21 @@ from ..backend import Backend
 from ..dtypes import DType, dtype as as_dtype
 from ..errors import InvalidModelError
 from ..execute import PreparedLowering
+from ..memory import tensor_byte_limit
 from ..op import TensorInfo
 from ..tensor import DeviceTensor
 from .fuse import fuse
 from .ir import Graph
-from .plan import HOST, NodePlan, Specialised, host_reference, infer_node, place_node, specialise
+from .plan import (
+    HOST,
+    NodePlan,
+    Specialised,
+    check_tensor_sizes,
+    host_reference,
+    infer_node,
+    place_node,
+    specialise,
+)
 from .planner import MemoryPlan, plan_memory
 from .record import NotRecordable, Recording, fused_nodes
 
@@ -36,6 +52,7 @@ if TYPE_CHECKING:
 Tensor = np.ndarray | DeviceTensor
 log = logging.getLogger("spawnml.runtime")
 RECORD_ENV = "SPAWNML_RECORD"
+DEFAULT_MAX_PLANS = 16
 
 
 def recording_enabled() -> bool:
@@ -58,17 +75,24 @@ class Plan:
     """Per feed-location set (host, or the backend of a DeviceTensor feed): the recorded
     launch sequence, or None where the plan cannot be recorded."""
     not_recorded: str = ""  # why not, when a recording was refused
+    checked: bool = False  # the session's placement checks have run on it
+    users: int = 0  # runs in progress (an evicted plan is closed by the last one)
+    evicted: bool = False
 
     def close(self) -> None:
+        """Free what the plan holds on devices: recordings, uploaded constants, prepared
+        lowerings (their data) of planned and run-time-specialised steps. Idempotent."""
         for rec in self.recordings.values():
             if rec is not None:
                 rec.close()
         self.recordings.clear()
         for t in self.device_consts.values():
             t.close()
-        for step in self.spec.steps:
+        self.device_consts.clear()
+        for step in [*self.spec.steps, *self.dynamic.values()]:
             if hasattr(step.run, "close"):
                 step.run.close()
+        self.dynamic.clear()
 
 
 def _where(t: Tensor) -> str:
@@ -84,7 +108,11 @@ def _dtype(t: Tensor) -> DType:
 
 
 class Runner:
-    """Runs one graph (a model's main graph or an If/Loop body) on ordered backends."""
+    """Runs one graph (a model's main graph or an If/Loop body) on ordered backends.
+
+    ``max_plans`` bounds the plans cached per input-shape set (least recently used first
+    out); ``max_tensor_bytes`` is the per-tensor limit (``memory.tensor_byte_limit``: None
+    for the default, 0 for none) above which planning raises OutOfMemoryError."""
 
     def __init__(
         self,
@@ -93,14 +121,18 @@ class Runner:
         weights: dict[tuple[str, str], DeviceTensor] | None = None,
         fuse: bool = True,
         record: bool = True,
+        max_plans: int = DEFAULT_MAX_PLANS,
+        max_tensor_bytes: int | None = None,
     ) -> None:
         self.graph = graph
         self.record = record
         self.fuse = fuse
+        self.max_plans = max(1, int(max_plans))
+        self.max_tensor_bytes = max_tensor_bytes
         self.backends = list(backends)
         self.by_name = {b.name: b for b in self.backends}
         self.weights = weights if weights is not None else {}
-        self.plans: dict[tuple, Plan] = {}
+        self.plans: OrderedDict[tuple, Plan] = OrderedDict()
         self._lock = threading.RLock()
         self._subrunners: dict[tuple[int, str], Runner] = {}
         self.outputs = {v.name for v in graph.outputs}
@@ -108,25 +140,50 @@ class Runner:
 
     # -- planning ------------------------------------------------------------------------
     def plan(self, feeds: dict[str, TensorInfo], outer_consts: dict | None = None) -> Plan:
-        """The cached plan for these feed infos (built and weights uploaded on first use)."""
+        """The cached plan for these feed infos (built and weights uploaded on first use;
+        the least recently used plan is closed beyond ``max_plans``)."""
         key = tuple(sorted((n, i.dtype.value, i.shape) for n, i in feeds.items()))
         with self._lock:
             plan = self.plans.get(key)
             if plan is None:
-                spec = specialise(self.graph, feeds, self.backends, outer_consts)
-                extra = {
-                    i: sorted({n for g in s.node.subgraphs.values() for n in g.outer_names()})
-                    for i, s in enumerate(spec.steps)
-                    if s.node.subgraphs
-                }
-                if self.fuse:
-                    fuse(spec, self.graph, self.by_name, self.outputs, extra)
-                memory = plan_memory(spec, self.by_name, self.outputs, extra)
-                plan = Plan(spec, memory, extra)
-                self._upload_consts(plan)
+                plan = self._build(feeds, outer_consts)
                 self.plans[key] = plan
+                self._evict()
+            else:
+                self.plans.move_to_end(key)
             self.last_plan = plan
             return plan
+
+    def tensor_limit(self) -> int | None:
+        """The per-tensor byte limit now (the host's available memory by default)."""
+        return tensor_byte_limit(self.max_tensor_bytes)
+
+    def _build(self, feeds: dict[str, TensorInfo], outer_consts: dict | None) -> Plan:
+        spec = specialise(self.graph, feeds, self.backends, outer_consts, self.tensor_limit())
+        extra = {
+            i: sorted({n for g in s.node.subgraphs.values() for n in g.outer_names()})
+            for i, s in enumerate(spec.steps)
+            if s.node.subgraphs
+        }
+        if self.fuse:
+            fuse(spec, self.graph, self.by_name, self.outputs, extra)
+        memory = plan_memory(spec, self.by_name, self.outputs, extra)
+        plan = Plan(spec, memory, extra)
+        try:
+            self._upload_consts(plan)
+        except BaseException:
+            plan.close()
+            raise
+        return plan
+
+    def _evict(self) -> None:
+        """Close the least recently used plans beyond ``max_plans`` (a plan a run is using
+        is closed when that run ends)."""
+        while len(self.plans) > self.max_plans:
+            _, old = self.plans.popitem(last=False)
+            old.evicted = True
+            if not old.users:
+                old.close()
 
     def _upload_consts(self, plan: Plan) -> None:
         """Upload, one tensor at a time, each constant a device step reads."""
@@ -152,19 +209,34 @@ class Runner:
         keep: bool = False,
         profile: Profile | None = None,
     ) -> dict[str, Tensor]:
-        """Run with validated feeds (arrays or DeviceTensors); returns the wanted values at
-        their home location. ``keep``: the caller keeps returned DeviceTensors and closes
-        them; otherwise it copies them to the host at once (they may be views of buffers a
-        later run overwrites) and closes them. ``profile`` collects per-kernel timings."""
+        """Run with validated feeds (arrays or DeviceTensors); returns each wanted name once.
+        ``keep``: device values come back as owning DeviceTensors the caller closes (each
+        valid on its own: closing a feed or another result never closes it); otherwise as
+        host arrays (downloaded once per name). ``profile`` collects per-kernel timings."""
+        names = list(dict.fromkeys(want))
         infos = {n: TensorInfo(_dtype(t), _shape(t)) for n, t in feeds.items()}
-        plan = self.plan(infos)
-        rec = self.recording(plan, feeds)
-        if rec is not None:
-            if profile is not None:
-                profile.replayed_runs += 1
-            return rec.replay(feeds, want, keep=keep, profile=profile)
-        plan.runs += 1
-        return _Execution(self, plan, feeds, profile).run(want)
+        with self._lock:  # taken and marked in use at once: never closed under this run
+            plan = self.plan(infos)
+            plan.users += 1
+        try:
+            rec = self.recording(plan, feeds)
+            if rec is not None:
+                if profile is not None:
+                    profile.replayed_runs += 1
+                results = rec.replay(feeds, names, keep=keep, profile=profile)
+            else:
+                plan.runs += 1
+                results = _Execution(self, plan, feeds, profile).run(names)
+        finally:
+            self._leave(plan)
+        return results if keep else _to_host(results)
+
+    def _leave(self, plan: Plan) -> None:
+        """A run of ``plan`` ended: close it if it was evicted meanwhile."""
+        with self._lock:
+            plan.users -= 1
+            if plan.evicted and not plan.users:
+                plan.close()
 
     def recording(self, plan: Plan, feeds: dict[str, Tensor]) -> Recording | None:
         """The plan's recording for these feeds' locations, built on the plan's second run
@@ -192,7 +264,10 @@ class Runner:
         with self._lock:
             key = (node_id, attr)
             if key not in self._subrunners:
-                self._subrunners[key] = Runner(graph, self.backends, {}, self.fuse)
+                self._subrunners[key] = Runner(
+                    graph, self.backends, {}, self.fuse, self.record, self.max_plans,
+                    self.max_tensor_bytes,
+                )
             return self._subrunners[key]
 
     def close(self) -> None:
@@ -204,6 +279,20 @@ class Runner:
         for t in self.weights.values():
             t.close()
         self.weights.clear()
+
+
+def _to_host(results: dict[str, Tensor]) -> dict[str, Any]:
+    """Download each DeviceTensor result once and close its handle (all are closed, even
+    when a download fails)."""
+    out: dict[str, Any] = {}
+    try:
+        for name, value in results.items():
+            out[name] = value.numpy() if isinstance(value, DeviceTensor) else value
+    finally:
+        for value in results.values():
+            if isinstance(value, DeviceTensor):
+                value.close()
+    return out
 
 
 class _Execution:
@@ -277,6 +366,7 @@ class _Execution:
             found = self.plan.dynamic.get(key)
             if found is None:
                 outs = infer_node(op, node, infos, values)
+                check_tensor_sizes(node, outs, self.runner.tensor_limit())
                 found = NodePlan(node, op, infos, list(outs), values, HOST, "host")
                 if all(o.is_static for o in outs):
                     place_node(found, self.runner.backends)
@@ -284,10 +374,12 @@ class _Execution:
         return found
 
     def run(self, want: Sequence[str]) -> dict[str, Tensor]:
+        """Run every step; returns each wanted value (DeviceTensors as owning handles)."""
         from .control import run_control
 
         steps = self.plan.spec.steps
         last_use = self.plan.memory.last_use
+        results: dict[str, Tensor] = {}
         try:
             for index, step in enumerate(steps):
                 if step.kind in ("folded", "unused", "fused"):
@@ -302,9 +394,17 @@ class _Execution:
                 else:
                     self._profiled_step(step, planned, index, run_control)
                 self._release(index, last_use)
-            return {name: self._result(name) for name in want}
+            for name in want:
+                value = self._result(name)
+                results[name] = value.share() if isinstance(value, DeviceTensor) else value
+            return dict(results)
+        except BaseException:
+            for value in results.values():
+                if isinstance(value, DeviceTensor):
+                    value.close()
+            raise
         finally:
-            self._finish(want)
+            self._finish()
 
     def _matches(self, step: NodePlan) -> bool:
         """Whether the inputs have the shapes the step was planned for."""
@@ -424,30 +524,15 @@ class _Execution:
             return self.plan.spec.consts[name]
         raise InvalidModelError(f"output {name!r} was not computed")
 
-    def _finish(self, want: Sequence[str]) -> None:
-        """Free what this run allocated, except the wanted results (a returned reshape view
-        takes over the buffer of the tensor it views)."""
-        wanted = [self.values[n] for n in set(want) if n in self.values]
+    def _finish(self) -> None:
+        """Close what this run allocated: copies, its own values, slots (the results hold
+        their own references to the buffers they live in)."""
         mine = [c for c in self.copies.values() if isinstance(c, DeviceTensor)] + self.viewed
         mine += [
             v for n, v in self.values.items() if n in self.owned and isinstance(v, DeviceTensor)
         ]
-        taken: dict[int, DeviceTensor] = {}  # owner -> the wanted view that took its buffer
-        for view in wanted:
-            owner = view._owner if isinstance(view, DeviceTensor) else None
-            if owner is None or any(owner is w for w in wanted):
-                continue
-            if id(owner) in taken:  # a second view of the same buffer: view the first
-                view._owner = taken[id(owner)]
-            elif not owner.closed and any(owner is m for m in mine):
-                buffer = owner.buffer
-                owner._buffer = None  # detached, not freed: the view owns it now
-                view._owner = None
-                view._buffer = buffer
-                taken[id(owner)] = view
         for tensor in mine:
-            if not any(tensor is w for w in wanted):
-                tensor.close()
+            tensor.close()
         self.copies.clear()
         for owner in self.slots.values():
             owner.close()
