@@ -34,6 +34,7 @@ from .reduce_index import OPS as INDEX_OPS
 
 SUM, MEAN, MAX, MIN, PROD, L1, L2, LOGSUM, LOGSUMEXP, SUMSQUARE = range(10)
 FLOAT_RESULT = (MEAN, L2, LOGSUM, LOGSUMEXP)  # computed in f32 even for integer inputs
+ONE_ELEMENT_IS_ITSELF = (SUM, MEAN, MAX, MIN, PROD, LOGSUMEXP)  # reducing no axis is a copy
 NUMERIC = (DType.float32, DType.float16, DType.float64, DType.int32, DType.int64,
            DType.uint32, DType.uint8, DType.int8)
 
@@ -160,8 +161,9 @@ class ReduceOp(OpDef):
         return sorted(norm_axes(node, raw, rank))
 
     def is_noop(self, node: Node) -> bool:
-        """Whether empty axes mean "the output is the input" (noop_with_empty_axes), rather
-        than "reduce every axis" (which still applies, say, ReduceL2's |x| to a rank-0 x)."""
+        """Whether empty axes mean "reduce no axis" (noop_with_empty_axes) rather than "reduce
+        every axis". Reducing no axis still applies the per-element part (ReduceL2's |x|,
+        ReduceLogSum's log), as onnxruntime and onnx.reference do."""
         return self._axes_source(node) == "input" and \
             bool(int(self.attr(node, "noop_with_empty_axes", 0)))
 
@@ -189,8 +191,6 @@ class ReduceOp(OpDef):
         axes = self.axes(node, x.ndim, inputs)
         assert axes is not None
         keep = bool(self.attr(node, "keepdims", 1))
-        if not axes and self.is_noop(node):
-            return [x.copy()]
         with np.errstate(all="ignore"):
             y = self.numpy(x.astype(np.float64) if x.dtype.kind == "f" else x, tuple(axes), keep)
         return [np.asarray(y).astype(x.dtype)]
@@ -231,7 +231,7 @@ class ReduceOp(OpDef):
         require_values(node, "the axes input", axes)
         assert axes is not None
         low = Lowering()
-        if not axes and self.is_noop(node):  # the output is the input
+        if not axes and self.code in ONE_ELEMENT_IS_ITSELF:  # the output is the input
             low.aliases[0] = 0
             return low
         red_size = prod(shape[a] for a in axes)
@@ -278,6 +278,8 @@ class ReduceOp(OpDef):
             axes_case("rank0", np.array(-2.5 if self.code not in (LOGSUM,) else 2.5, np.float32),
                       None),
             axes_case("rank0_noop", np.array(-2.5, np.float32), [], noop_with_empty_axes=1),
+            axes_case("noop_negative", np.array([[-2.5, 3.0]], np.float32), [],
+                      noop_with_empty_axes=1),
             OpCase("attr_form_opset13", [x], {"axes": [0, 2], "keepdims": 0}, opset=13,
                    rtol=1e-4, atol=1e-5),
         ]
