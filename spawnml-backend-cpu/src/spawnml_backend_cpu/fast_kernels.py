@@ -109,6 +109,8 @@ class CpuKernel(BackendKernel):
             return False
         if not all(i.is_static for i in [*inputs, *outputs] if i is not None):
             return False
+        if not any(o.size for o in outputs):  # nothing to compute: the portable lowering's
+            return False  # empty launch list (numpy's reductions refuse zero-size arrays)
         return self.accepts(node, inputs, outputs)
 
     def accepts(

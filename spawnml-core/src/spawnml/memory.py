@@ -5,14 +5,16 @@ so a model's steady-state runs allocate nothing. The pool holds at most ``max_ca
 of free buffers; beyond that a freed buffer is released to the backend for real.
 
 ``tensor_byte_limit`` and ``check_tensor_bytes`` refuse, with OutOfMemoryError, a tensor
-larger than the memory there is, before numpy or a device driver tries to allocate it.
+larger than the memory there is, before numpy or a device driver tries to allocate it;
+``host_memory_errors`` turns an allocation the host refused anyway into the same error.
 """
 
 from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Generic, TypeVar
 
 from .errors import InvalidInputError, OutOfMemoryError
@@ -152,3 +154,15 @@ def check_tensor_bytes(nbytes: int, limit: int | None, what: str) -> None:
             f"a tensor may take here (the host's available memory, or "
             f"SessionOptions.max_tensor_bytes / {MAX_TENSOR_BYTES_ENV})"
         )
+
+
+@contextmanager
+def host_memory_errors(what: str) -> Iterator[None]:
+    """Raise OutOfMemoryError, naming ``what``, where numpy (or Python) could not allocate:
+    a bare MemoryError says nothing about which tensor or model asked for the memory."""
+    try:
+        yield
+    except OutOfMemoryError:
+        raise
+    except MemoryError as exc:
+        raise OutOfMemoryError(f"{what}: the host refused an allocation ({exc})") from exc

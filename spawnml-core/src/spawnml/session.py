@@ -28,6 +28,7 @@ from .graph.importer import import_model
 from .graph.passes import PassReport, optimise
 from .graph.plan import HOST, NodePlan, lookup_op
 from .graph.runtime import DEFAULT_MAX_PLANS, Plan, Runner
+from .memory import host_memory_errors
 from .op import TensorInfo
 from .profile import Profile
 from .registry import backend_names, get_available_backends, get_backend
@@ -155,6 +156,11 @@ class InferenceSession:
         if not names:
             raise InvalidInputError("no backends given")
         self.backends = [b if isinstance(b, Backend) else get_backend(b) for b in names]
+        with host_memory_errors("loading the model"):
+            self._load(path_or_bytes)
+
+    def _load(self, path_or_bytes: str | os.PathLike | bytes | Any) -> None:
+        """Import, check and optimise the model; plan it now when its inputs are static."""
         self.graph = import_model(path_or_bytes)
         self.model_nodes = len(self.graph.nodes)  # as loaded, before fusion and folding
         self._profile: Profile | None = None
@@ -330,6 +336,7 @@ class InferenceSession:
                     f"one of this session's backends {self.get_providers()}"
                 )
         with ExitStack() as stack:
+            stack.enter_context(host_memory_errors("running the model"))
             for backend in sorted(self.backends, key=lambda b: b.name):
                 stack.enter_context(_backend_lock(backend))
             infos = {n: TensorInfo(*_meta(t)) for n, t in feeds.items()}

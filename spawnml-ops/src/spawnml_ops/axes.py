@@ -22,7 +22,8 @@ def prod(dims: Sequence[int]) -> int:
 def input_ints(
     op: OpDef, node: Node, values: Sequence[np.ndarray | None], index: int
 ) -> list[int] | None:
-    """The integer values of input ``index`` (a shape-like input), or None if unknown/omitted.
+    """The integer values of input ``index`` (a shape-like input: ONNX makes every one a 1-D
+    or 0-D tensor), or None if unknown/omitted.
 
     Omitted inputs give None too: callers distinguish with ``has_input``."""
     if index >= len(values) or values[index] is None:
@@ -30,6 +31,8 @@ def input_ints(
     arr = np.asarray(values[index])
     if arr.dtype.kind not in "iu":
         raise op.fail(node, f"input {index} must be an integer tensor, got {arr.dtype}")
+    if arr.ndim > 1:
+        raise op.fail(node, f"input {index} must be a 1-D tensor, got shape {list(arr.shape)}")
     return [int(v) for v in arr.reshape(-1)]
 
 

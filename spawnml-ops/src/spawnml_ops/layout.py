@@ -77,6 +77,9 @@ class Pad(OpDef):
         rank = rank_of(self, node, x)
         assert x is not None and x.shape is not None
         mode = self._mode(node)
+        value = inputs[2] if node.opset >= 11 and has_input(node, 2) else None
+        if value is not None and value.is_static and value.size > 1:
+            raise self.fail(node, f"constant_value must be a scalar, got shape {value.shape}")
         pads = self._pads(node, rank, values)
         if pads is None:
             return [TensorInfo(x.dtype, tuple([None] * rank))]

@@ -9,6 +9,7 @@ rounds and saturates into integer outputs as ONNX does.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -223,13 +224,16 @@ class Resize(_ResizeBase):
             scales = [1.0] * rank
             for i, a in enumerate(axes):
                 scales[a] = float(scales_v[i])
-            if any(s <= 0 for s in scales):
-                raise self.fail(node, f"scales must be positive, got {scales_v.tolist()}")
+            if not all(0 < s < math.inf for s in scales):
+                raise self.fail(node, f"scales must be positive and finite, got "
+                                      f"{scales_v.tolist()}")
             return [int(s * n) for s, n in zip(scales, shape)], scales, roi
         if not sizes_v.size:
             raise self.fail(node, "one of scales and sizes is required")
         if sizes_v.size != len(axes):
             raise self.fail(node, f"sizes has {sizes_v.size} values for {len(axes)} axes")
+        if (sizes_v < 0).any():
+            raise self.fail(node, f"sizes must not be negative, got {sizes_v.tolist()}")
         out = list(shape)
         for i, a in enumerate(axes):
             out[a] = int(sizes_v[i])
@@ -313,8 +317,8 @@ def _from_scales(op: OpDef, node: Node, shape: Sequence[int], scales_v) -> tuple
     if scales_v is None:
         return None
     scales = [float(s) for s in np.asarray(scales_v).reshape(-1)]
-    if len(scales) != len(shape) or any(s <= 0 for s in scales):
-        raise op.fail(node, f"scales {scales} must be {len(shape)} positive values")
+    if len(scales) != len(shape) or not all(0 < s < math.inf for s in scales):
+        raise op.fail(node, f"scales {scales} must be {len(shape)} positive finite values")
     return [int(s * n) for s, n in zip(scales, shape)], scales, None
 
 

@@ -396,7 +396,10 @@ def _reads(launch: _Launch, positions: set[int]) -> list[int]:
 
 def _simple(unit: _Unit, writes_out_last: bool) -> bool:
     """Launches that never read an output; with ``writes_out_last``, only the last launch
-    writes (output 0) and the others write temporaries."""
+    writes (output 0) and the others write temporaries. A unit without launches (its output
+    aliases an input, or is empty) has nothing to fuse."""
+    if not unit.launches:
+        return False
     if any(isinstance(r, Out) for la in unit.launches for r in la.inputs):
         return False
     if writes_out_last:

@@ -8,6 +8,7 @@ escaping it (``..``, symlinks) are refused.
 from __future__ import annotations
 
 import os
+from math import prod
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import numpy as np
 
 from ..dtypes import dtype as as_dtype
 from ..errors import InvalidInputError, InvalidModelError, SpawnMLError, UnsupportedOpError
+from ..memory import check_tensor_bytes, tensor_byte_limit
 from ..onnx_attributes import node_from_proto
 from ..op import TensorInfo
 from .ir import Graph, Value, topological_order
@@ -228,6 +230,33 @@ def _check_unique(names: list[str], what: str) -> None:
         seen.add(name)
 
 
+def _densify(
+    name: str, dims: tuple[int, ...], values: np.ndarray, indices: np.ndarray, where: str
+) -> np.ndarray:
+    """A sparse initializer as a dense array; its indices are checked before the array is
+    allocated (ONNX: linear indices of shape [NNZ], or coordinates of shape [NNZ, rank])."""
+    what = f"{where}: sparse initializer {name!r}"
+    linear = indices.ndim == 1
+    bounds = np.array([prod(dims)] if linear else dims, dtype=object)
+    shape_ok = len(indices) == values.size and (
+        linear or (indices.ndim == 2 and indices.shape[1] == len(dims)))
+    if not shape_ok:
+        raise InvalidModelError(
+            f"{what} has {values.size} values and indices of shape {list(indices.shape)}; "
+            f"expected indices of shape [{values.size}] or [{values.size}, {len(dims)}]"
+        )
+    if indices.size and ((indices < 0).any() or (indices >= bounds).any()):
+        raise InvalidModelError(f"{what} has an index outside its dims {list(dims)}")
+    check_tensor_bytes(prod(dims) * values.dtype.itemsize, tensor_byte_limit(),
+                       f"{what} of dims {list(dims)}")
+    dense = np.zeros(dims, dtype=values.dtype)
+    if linear:
+        dense.reshape(-1)[indices] = values.reshape(-1)
+    else:
+        dense[tuple(indices.T)] = values.reshape(-1)
+    return dense
+
+
 def _convert_graph(
     gp: Any, opsets: dict[str, int], base: Path | None, outer: set[str], where: str
 ) -> Graph:
@@ -246,17 +275,7 @@ def _convert_graph(
             raise InvalidModelError(
                 f"{where}: sparse initializer {st.values.name!r} has negative dims {dims}"
             )
-        dense = np.zeros(dims, dtype=values.dtype)
-        try:
-            if indices.ndim == 1:
-                dense.reshape(-1)[indices] = values
-            else:
-                dense[tuple(indices.T)] = values
-        except (IndexError, ValueError) as exc:
-            raise InvalidModelError(
-                f"{where}: sparse initializer {st.values.name!r} is inconsistent: {exc}"
-            ) from None
-        initializers[st.values.name] = dense
+        initializers[st.values.name] = _densify(st.values.name, dims, values, indices, where)
     init_names = set(initializers)
     _check_unique([v.name for v in gp.input], f"{where}: graph input")
     _check_unique([v.name for v in gp.output], f"{where}: graph output")

@@ -1,0 +1,171 @@
+"""Classes of failure the fuzzers of issue #20 (``scripts/fuzz.py``) found, one test per class:
+each failed (a foreign exception, or a wrong answer) before its fix.
+
+Valid models are compared with onnxruntime on every available backend; invalid ones must be
+refused with the specific SpawnMLError, as onnxruntime refuses them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from graph_helpers import F, make_model
+from onnx import TensorProto, helper, numpy_helper
+
+from spawnml import InferenceSession, InvalidModelError, get_available_backends
+from spawnml.errors import OutOfMemoryError
+from spawnml.memory import host_memory_errors
+
+I64 = TensorProto.INT64
+BACKENDS = [b for b in ("cpu", "opencl", "webgpu", "webgl", "wasm") if b in
+            get_available_backends()]
+
+
+def _ort(model, feeds):
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def _same_as_onnxruntime(model, feeds, backend: str) -> None:
+    expected = _ort(model, feeds)
+    with InferenceSession(model.SerializeToString(), backends=backend) as session:
+        got = session.run(None, feeds)
+    for g, e in zip(got, expected, strict=True):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+
+
+# -- zero-size intermediates: fusion and the cpu fast kernels ---------------------------------
+ZERO_SIZE = {
+    # a Slice that empties every axis feeds a CumSum then an Expand (fusion met a producer
+    # with no launches: ValueError in graph/fuse.py)
+    "slice_cumsum_expand": make_model(
+        [helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["s"]),
+         helper.make_node("CumSum", ["s", "axis"], ["c"], reverse=1),
+         helper.make_node("Expand", ["c", "shape"], ["y"])],
+        [("x", F, [1, 1, 4])], [("y", F, None)],
+        {"st": np.array([-3, -2, 0], np.int64), "en": np.array([2, 1, -6], np.int64),
+         "ax": np.array([0, -2, -1], np.int64), "sp": np.array([-1, -1, 1], np.int64),
+         "axis": np.array(1, np.int64), "shape": np.zeros(3, np.int64)}),
+    # Softmax over a zero-size tensor (numpy's max of an empty array in the cpu fast kernel)
+    "split_softmax": make_model(
+        [helper.make_node("Split", ["x", "parts"], ["a", "b"], axis=1),
+         helper.make_node("Softmax", ["a"], ["y"], axis=0)],
+        [("x", F, [2, 3])], [("y", F, None), ("b", F, None)],
+        {"parts": np.array([0, 3], np.int64)}),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(ZERO_SIZE))
+def test_zero_size_intermediates_match_onnxruntime(name, backend):
+    x = np.random.default_rng(0).standard_normal(
+        [d.dim_value for d in ZERO_SIZE[name].graph.input[0].type.tensor_type.shape.dim]
+    ).astype(np.float32)
+    _same_as_onnxruntime(ZERO_SIZE[name], {"x": x}, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_resize_to_a_zero_size_output(backend):
+    """sizes with a 0 (onnxruntime refuses scale 0; ONNX allows it): an empty result, where
+    the cpu fast kernel reshaped an empty array into an impossible shape."""
+    model = make_model(
+        [helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="nearest")],
+        [("x", F, [1, 2, 4, 4])], [("y", F, None)], {"sizes": np.array([1, 2, 3, 0], np.int64)},
+        opset=19)
+    with InferenceSession(model.SerializeToString(), backends=backend) as session:
+        (y,) = session.run(None, {"x": np.ones((1, 2, 4, 4), np.float32)})
+    assert y.shape == (1, 2, 3, 0) and y.dtype == np.float32
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_conv_with_a_stride_beyond_the_input(backend):
+    """One output along an axis whatever the stride (the cpu kernel split the input into
+    stride x stride phases: an INT64_MAX stride asked numpy for an impossible array)."""
+    w = np.random.default_rng(1).standard_normal((3, 2, 3, 3)).astype(np.float32)
+    model = make_model(
+        [helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                          strides=[2**63 - 1, 1])],
+        [("x", F, [1, 2, 6, 6])], [("y", F, None)], {"w": w})
+    x = np.random.default_rng(2).standard_normal((1, 2, 6, 6)).astype(np.float32)
+    _same_as_onnxruntime(model, {"x": x}, backend)
+
+
+# -- shape-like inputs, Pad values and Resize targets: refused, never a numpy error -----------
+def _refused(model, match: str) -> None:
+    with pytest.raises(InvalidModelError, match=match):
+        InferenceSession(model.SerializeToString(), backends="cpu")
+
+
+@pytest.mark.parametrize("op,inputs,init", [
+    ("Pad", ["x", "v"], {"v": np.zeros((8, 1), np.int64)}),
+    ("Reshape", ["x", "v"], {"v": np.array([[4, 4]], np.int64)}),
+    ("Tile", ["x", "v"], {"v": np.ones((2, 1), np.int64)}),
+    ("Expand", ["x", "v"], {"v": np.ones((1, 2), np.int64)}),
+])
+def test_shape_like_inputs_of_rank_two_are_refused(op, inputs, init):
+    model = make_model([helper.make_node(op, inputs, ["y"])], [("x", F, [4, 4])],
+                       [("y", F, None)], init)
+    _refused(model, "must be a 1-D tensor")
+
+
+def test_pad_constant_value_must_be_a_scalar():
+    model = make_model(
+        [helper.make_node("Pad", ["x", "pads", "value"], ["y"])], [("x", F, [2, 2])],
+        [("y", F, None)],
+        {"pads": np.ones(4, np.int64), "value": np.zeros((2, 2), np.float32)})
+    _refused(model, "constant_value must be a scalar")
+
+
+@pytest.mark.parametrize("scales,sizes,match", [
+    (None, [1, 2, -5, 4], "sizes must not be negative"),
+    ([1, 1, np.nan, 2], None, "positive and finite"),
+    ([1, 1, np.inf, 2], None, "positive and finite"),
+])
+def test_resize_targets_are_checked(scales, sizes, match):
+    inits = {"roi": np.zeros(0, np.float32)}
+    if scales is not None:
+        inits["scales"] = np.array(scales, np.float32)
+    else:
+        inits["scales"] = np.zeros(0, np.float32)
+        inits["sizes"] = np.array(sizes, np.int64)
+    inputs = ["x", "roi", "scales"] + (["sizes"] if sizes is not None else [])
+    model = make_model([helper.make_node("Resize", inputs, ["y"])], [("x", F, [1, 2, 4, 4])],
+                       [("y", F, None)], inits, opset=19)
+    _refused(model, match)
+
+
+# -- sparse initializers and host allocations ------------------------------------------------
+def _sparse_model(dims, values, indices):
+    sparse = helper.make_sparse_tensor(
+        numpy_helper.from_array(np.asarray(values, np.float32), "s"),
+        numpy_helper.from_array(np.asarray(indices, np.int64), "s_idx"), dims)
+    model = make_model([helper.make_node("Add", ["x", "s"], ["y"])], [("x", F, [2])],
+                       [("y", F, None)])
+    model.graph.sparse_initializer.append(sparse)
+    return model
+
+
+@pytest.mark.parametrize("dims,values,indices,error,match", [
+    ([2**31, 10**9], [1.0], [0], OutOfMemoryError, "sparse initializer 's'"),
+    ([3, 2**31], [1.0], [0, 1, 2], InvalidModelError, "expected indices of shape"),
+    ([2**62, 2], [1.0, 2.0], [[0, 0], [1, 5]], InvalidModelError, "index outside its dims"),
+    ([4], [1.0], [-1], InvalidModelError, "index outside its dims"),
+])
+def test_sparse_initializers_are_checked_before_allocating(dims, values, indices, error, match):
+    with pytest.raises(error, match=match):
+        InferenceSession(_sparse_model(dims, values, indices).SerializeToString(), backends="cpu")
+
+
+def test_a_valid_sparse_initializer_is_densified():
+    model = _sparse_model([2], [5.0], [1])
+    with InferenceSession(model.SerializeToString(), backends="cpu") as session:
+        (y,) = session.run(None, {"x": np.ones(2, np.float32)})
+    np.testing.assert_array_equal(y, [1.0, 6.0])
+
+
+def test_a_refused_host_allocation_is_out_of_memory():
+    with pytest.raises(OutOfMemoryError, match="loading the model: the host refused"):
+        with host_memory_errors("loading the model"):
+            np.empty(2**40, np.float32)  # 4 TiB: numpy's MemoryError
