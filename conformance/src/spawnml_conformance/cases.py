@@ -50,6 +50,7 @@ class ConformanceCase:
     variant: str = ""  # "", a dtype name, "edge:<family>" or "<dtype>,edge:<family>"
     infer_error: str = ""  # set for a declared case whose infer raised (reported as a failure)
     seed: str = ""  # the name of the seed a variant derives from
+    raises: type[Exception] | None = None  # invalid inputs: this error is the expected result
 
     @property
     def label(self) -> str:
@@ -129,6 +130,7 @@ def declared_cases(op: OpDef) -> list[ConformanceCase]:
         case = make_case(op, c.name, c.inputs, c.attrs, opset=c.opset, n_outputs=c.n_outputs,
                          rtol=c.rtol, atol=c.atol, origin="op", strict=True)
         assert case is not None
+        case.raises = c.raises
         out.append(case)
     return out
 
@@ -270,7 +272,7 @@ def generate(op: OpDef, *, onnx_seeds: bool = True) -> list[ConformanceCase]:
     out: list[ConformanceCase] = []
     for seed in own + onnx:
         out.append(seed)
-        if seed.infer_error:
+        if seed.infer_error or seed.raises:  # no variants of an invalid-input case
             continue
         variants = dtype_variants(op, seed)
         out.extend(variants)

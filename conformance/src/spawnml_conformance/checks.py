@@ -103,6 +103,29 @@ def _run_backend_kernel(backend: Backend, kernel: object, case: ConformanceCase,
                 t.close()
 
 
+def _expect_error(backend: Backend, case: ConformanceCase) -> Outcome:
+    """PASS when the reference and the backend both refuse the case's invalid inputs with
+    ``case.raises`` (out-of-range indices: never clamped, never read as zeros)."""
+    want = case.raises
+    assert want is not None
+    runs: list[tuple[str, Callable[[], object]]] = [
+        ("the reference", lambda: case.op.reference(case.node, case.inputs))]
+    if not case.op.host_only:
+        runs.append((backend.name, lambda: run_node(backend, case.op, case.node, case.inputs)))
+    for who, run in runs:
+        try:
+            with np.errstate(all="ignore"):
+                run()
+        except want:
+            continue
+        except Exception as exc:  # noqa: BLE001 - the wrong error fails the case
+            return Outcome(FAIL, case.name, None, f"{who} raised {type(exc).__name__}: {exc}, "
+                                                  f"expected {want.__name__}"[:500])
+        return Outcome(FAIL, case.name, None, f"{who} computed outputs from invalid inputs; "
+                                              f"expected {want.__name__}")
+    return Outcome(PASS, case.name, 0.0, f"raised {want.__name__}")
+
+
 def run_case(backend: Backend, case: ConformanceCase) -> list[Outcome]:
     """The portable lowering and every backend-specific kernel that supports the case."""
     name = case.name
@@ -111,6 +134,8 @@ def run_case(backend: Backend, case: ConformanceCase) -> list[Outcome]:
     reason = exclusion(backend, case)
     if reason:
         return [Outcome(SKIP, name, None, reason)]
+    if case.raises:
+        return [_expect_error(backend, case)]
     if case.op.host_only:
         return [Outcome(HOST, name, None, "declared host_only: computed by its reference")]
     try:

@@ -9,9 +9,9 @@ from typing import Any, TypeVar
 import numpy as np
 
 from .backend import Backend, Buffer
-from .dtypes import dtype as as_dtype
+from .dtypes import DType, dtype as as_dtype
 from .errors import InvalidInputError
-from .op import Data, HostOnly, In, Lowering, Node, OpDef, Out, Ref, TensorInfo, Tmp
+from .op import Check, Data, HostOnly, In, Lowering, Node, OpDef, Out, Ref, TensorInfo, Tmp
 from .tensor import DeviceTensor
 
 T = TypeVar("T")
@@ -45,11 +45,18 @@ def _resolve(
     return data(ref)
 
 
+@dataclass(frozen=True)
+class _Counts:
+    """The int32 counts buffer of check number ``index`` (persistent, see ``Check``)."""
+
+    index: int
+
+
 @dataclass
 class _Step:
     program: Any
     inputs: list[Ref]
-    output: Out | Tmp
+    output: Out | Tmp | _Counts
     size: int
     name: str = ""  # the kernel's name (profiles)
     nbytes: int = 0  # bytes the launch reads and writes (profiles)
@@ -68,27 +75,33 @@ class PreparedLowering:
         self.backend = backend
         self.lowering = lowering
         self.temps = list(lowering.temps)
+        self.checks: list[Check] = list(lowering.checks)
         self._data: dict[int, DeviceTensor] = {}
+        self._counts: list[DeviceTensor] = []
         self.steps: list[_Step] = []
 
-        def info(ref: Ref) -> TensorInfo:
+        def info(ref: Ref | _Counts) -> TensorInfo:
+            if isinstance(ref, _Counts):
+                return TensorInfo(DType.int32, (self.checks[ref.index].size,))
             return _resolve(ref, inputs, outputs, self.temps, lambda d: TensorInfo(
                 as_dtype(d.array.dtype), tuple(d.array.shape)))  # fmt: skip
 
-        for launch in lowering.launches:
-            ins = [info(r) for r in launch.inputs]
-            out = info(launch.output)
-            spec = launch.kernel.specialize(
-                [(i.shape, i.dtype) for i in ins], (out.shape, out.dtype), **launch.consts
-            )
+        planned = [(c.kernel, c.inputs, _Counts(n), c.consts) for n, c in enumerate(self.checks)]
+        planned += [(la.kernel, la.inputs, la.output, la.consts) for la in lowering.launches]
+        for kernel, in_refs, out_ref, consts in planned:  # the checks first: see ``verify``
+            ins = [info(r) for r in in_refs]
+            out = info(out_ref)
+            spec = kernel.specialize([(i.shape, i.dtype) for i in ins], (out.shape, out.dtype),
+                                     **consts)  # fmt: skip
             program = backend.compile(spec)
-            for ref in launch.inputs:
+            for ref in in_refs:
                 if isinstance(ref, Data) and id(ref.array) not in self._data:
                     self._data[id(ref.array)] = DeviceTensor.from_numpy(backend, ref.array)
             moved = sum(b.size * _itemsize(backend, b.dtype) for b in (*spec.inputs, spec.output))
             self.steps.append(
-                _Step(program, launch.inputs, launch.output, spec.output.size, spec.name, moved)
+                _Step(program, in_refs, out_ref, spec.output.size, spec.name, moved)
             )
+        self._counts = [DeviceTensor.empty(backend, (c.size,), DType.int32) for c in self.checks]
 
     def run(self, inputs: Sequence[DeviceTensor | None], outputs: Sequence[DeviceTensor]) -> None:
         """Queue every launch; temporaries are freed (returned to the pool) afterwards."""
@@ -113,7 +126,9 @@ class PreparedLowering:
         ``inputs``/``outputs``/``temps`` (any stand-ins: recorded plans pass references) or,
         for data the lowering carries, its device buffer. What a recorded plan binds once."""
 
-        def pick(ref: Ref) -> T | Buffer:
+        def pick(ref: Ref | _Counts) -> T | Buffer:
+            if isinstance(ref, _Counts):
+                return self._counts[ref.index].buffer
             return _resolve(ref, inputs, outputs, temps, lambda d: self._data[id(d.array)].buffer)
 
         return [
@@ -127,10 +142,21 @@ class PreparedLowering:
         """Launches one ``run`` issues."""
         return sum(1 for step in self.steps if step.size)
 
+    def verify(self) -> None:
+        """Raise InvalidInputError for the first check whose counts are not all zero. Called
+        after the last launch of a run reads the counts (a device round trip only for
+        lowerings that have checks); the launches themselves never fault on bad values
+        (indices are wrapped and clamped), so deferring the check loses nothing."""
+        for check, counts in zip(self.checks, self._counts):
+            total = int(counts.numpy().astype(np.int64).sum())
+            if total:
+                raise InvalidInputError(check.message.format(count=total))
+
     def close(self) -> None:
-        for t in self._data.values():
+        for t in [*self._data.values(), *self._counts]:
             t.close()
         self._data.clear()
+        self._counts.clear()
 
 
 def run_node(
@@ -162,6 +188,7 @@ def run_node(
             out_tensors.append(DeviceTensor.empty(backend, o.shape, o.dtype))  # type: ignore[arg-type]
     try:
         prepared.run(in_tensors, out_tensors)
+        prepared.verify()
         return [t.numpy() for t in out_tensors]
     finally:
         for t in out_tensors:

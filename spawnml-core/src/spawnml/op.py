@@ -112,15 +112,30 @@ class Launch:
 
 
 @dataclass
+class Check:
+    """A precondition on the node's input values that only the device can see (indices
+    within range): ``kernel`` writes ``size`` int32 counts of violations; a non-zero total
+    fails the run with InvalidInputError(``message`` formatted with ``count``)."""
+
+    kernel: Kernel
+    inputs: list[Ref]
+    size: int
+    message: str
+    consts: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class Lowering:
     """How a node runs on a device: launches over its inputs, outputs and temporaries.
 
     ``aliases`` maps an output index to an input index whose buffer it shares (a reshape
-    of a contiguous tensor is a view, never a copy)."""
+    of a contiguous tensor is a view, never a copy). ``checks`` run before the launches;
+    the runtime reads their counts back with the run's outputs."""
 
     launches: list[Launch] = field(default_factory=list)
     temps: list[TensorInfo] = field(default_factory=list)
     aliases: dict[int, int] = field(default_factory=dict)
+    checks: list[Check] = field(default_factory=list)
 
     def temp(self, dtype: DType, shape: Sequence[int]) -> Tmp:
         self.temps.append(TensorInfo(dtype, tuple(int(d) for d in shape)))
@@ -130,6 +145,12 @@ class Lowering:
         self, kernel: Kernel, inputs: Sequence[Ref], output: Out | Tmp, **consts: Any
     ) -> None:
         self.launches.append(Launch(kernel, list(inputs), output, consts))
+
+    def check(
+        self, kernel: Kernel, inputs: Sequence[Ref], size: int, message: str, **consts: Any
+    ) -> None:
+        """Count violations of a precondition on the device (see ``Check``)."""
+        self.checks.append(Check(kernel, list(inputs), size, message, consts))
 
 
 class HostOnly(UnsupportedOpError):
@@ -219,7 +240,8 @@ class OpDef:
 class OpCase:
     """A conformance case an op declares: inputs, attributes and what the case probes.
 
-    ``value_inputs`` lists inputs whose values are known at planning time (constants)."""
+    ``raises``: the inputs are invalid (out-of-range indices): the reference and every
+    backend must raise this SpawnMLError rather than compute anything."""
 
     name: str
     inputs: list[np.ndarray | None]
@@ -228,6 +250,7 @@ class OpCase:
     rtol: float = 1e-5
     atol: float = 1e-6
     n_outputs: int = 1
+    raises: type[Exception] | None = None
 
 
 ANY = None

@@ -1,6 +1,10 @@
 """Indexing ops: Gather, GatherElements, GatherND, ScatterND, ScatterElements.
 
-Indices may be int32 or int64 and negative (counted from the end). Scatters are written
+Indices may be int32 or int64 and negative (counted from the end). An index outside its
+axis raises InvalidInputError on every backend, as onnxruntime does: the host checks values
+it knows (InvalidModelError for constant indices), and for the others the lowering adds a
+``count_outside`` check that the runtime reads back with the outputs. The kernels themselves
+wrap and clamp, so a bad index never reads outside a buffer. Scatters are written
 gather-style: each output element scans the updates for the ones that land on it, applying
 them in order (the last wins for reduction "none").
 """
@@ -10,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from spawnml.dtypes import DType
+from spawnml.errors import InvalidInputError, InvalidModelError, SpawnMLError
 from spawnml.kernel import Output, Tensor, cast, helper, i32, kernel, static_range
-from spawnml.op import In, Lowering, Node, OpCase, OpDef, Out, TensorInfo
+from spawnml.op import Data, In, Lowering, Node, OpCase, OpDef, Out, TensorInfo
 
 from .axes import prod, rank_of, static
 from .common import normalize_axis
@@ -119,6 +124,68 @@ def scatter_elements(data: Tensor, indices: Tensor, updates: Tensor, out: Output
     return acc
 
 
+CHECK_BLOCK = 4096
+"""Indices one invocation of ``count_outside`` scans (webgl caps loops at 65535)."""
+
+
+@kernel
+def count_outside(indices: Tensor, bounds: Tensor, out: Output, block: int):
+    """How many indices of block ``out.flat`` fall outside [-b, b): ``b`` is the bound of
+    their position along the last axis, ``bounds`` repeating along the flat indices."""
+    n = 0
+    for k in range(block):
+        i = out.flat * block + k
+        if i < indices.size:
+            b = bounds.flat[i % bounds.size]
+            v = indices.flat[i]
+            if v < -b or v >= b:
+                n = n + 1
+    return n
+
+
+def count_outside_host(indices: np.ndarray, bounds: list[int]) -> int:
+    """``count_outside`` over every block, on the host."""
+    if not bounds or not indices.size:
+        return 0
+    b = np.asarray(bounds, np.int64)
+    flat = np.asarray(indices).astype(np.int64).reshape(-1, b.size)
+    return int(((flat < -b) | (flat >= b)).sum())
+
+
+class _Indexed(OpDef):
+    """An op reading positions from input 1 (indices) checked against ``bounds``."""
+
+    def bounds(self, node: Node, data: tuple[int, ...], indices: tuple[int, ...]) -> list[int]:
+        """The bound of each position along the indices' period (one bound: every index)."""
+        axis = normalize_axis(node, int(self.attr(node, "axis", 0)), len(data))
+        return [data[axis]]
+
+    def _message(self, node: Node, bounds: list[int]) -> str:
+        where = (f"[-{bounds[0]}, {bounds[0] - 1}]" if len(bounds) == 1 else
+                 f"the data's dims {bounds} (negative values count from the end)")
+        return f"{node.describe()}: {{count}} index value(s) fall outside {where}"
+
+    def require_inside(self, node: Node, data: tuple[int, ...], indices: np.ndarray,
+                       error: type[SpawnMLError] = InvalidInputError) -> None:
+        bounds = self.bounds(node, data, indices.shape)
+        count = count_outside_host(indices, bounds)
+        if count:
+            raise error(self._message(node, bounds).format(count=count))
+
+    def add_checks(self, low: Lowering, node: Node, inputs, values) -> None:
+        """Check known indices now (a model error); count the others on the device."""
+        data, indices = tuple(static(inputs[0])), tuple(static(inputs[1]))
+        known = values[1] if len(values) > 1 else None
+        if known is not None:
+            self.require_inside(node, data, np.asarray(known), InvalidModelError)
+            return
+        size = prod(indices)
+        bounds = self.bounds(node, data, indices)
+        if size and bounds:
+            low.check(count_outside, [In(1), Data(np.array(bounds, inputs[1].dtype.numpy))],
+                      -(-size // CHECK_BLOCK), self._message(node, bounds), block=CHECK_BLOCK)
+
+
 def _check_indices(op: OpDef, node: Node, info: TensorInfo | None) -> TensorInfo:
     if info is None or info.shape is None:
         raise op.fail(node, "indices of known rank are required")
@@ -127,7 +194,7 @@ def _check_indices(op: OpDef, node: Node, info: TensorInfo | None) -> TensorInfo
     return info
 
 
-class Gather(OpDef):
+class Gather(_Indexed):
     op_type = "Gather"
 
     def infer(self, node: Node, inputs, values) -> list[TensorInfo]:
@@ -140,6 +207,7 @@ class Gather(OpDef):
 
     def reference(self, node: Node, inputs) -> list[np.ndarray]:
         x, idx = np.asarray(inputs[0]), np.asarray(inputs[1])
+        self.require_inside(node, x.shape, idx)
         return [np.take(x, idx.astype(np.int64), axis=normalize_axis(
             node, int(self.attr(node, "axis", 0)), x.ndim))]
 
@@ -147,6 +215,7 @@ class Gather(OpDef):
         low = Lowering()
         if outputs[0].size:
             axis = normalize_axis(node, int(self.attr(node, "axis", 0)), len(static(inputs[0])))
+            self.add_checks(low, node, inputs, values)
             low.launch(gather, [In(0), In(1)], Out(0), axis=axis)
         return low
 
@@ -158,10 +227,14 @@ class Gather(OpDef):
             OpCase("scalar_idx", [x, np.array(2, np.int64)], {"axis": 1}),
             OpCase("empty_idx", [x, np.zeros((0,), np.int64)], {"axis": 1}),
             OpCase("int64_data", [x.astype(np.int64), np.array([0], np.int64)], {"axis": 2}),
+            OpCase("past_end", [x, np.array([[0, 4]], np.int64)], {"axis": 1},
+                   raises=InvalidInputError),
+            OpCase("below_start_int32", [x, np.array([-1, -5], np.int32)], {"axis": -1},
+                   raises=InvalidInputError),
         ]
 
 
-class GatherElements(OpDef):
+class GatherElements(_Indexed):
     op_type = "GatherElements"
     since_version = 11
 
@@ -177,6 +250,7 @@ class GatherElements(OpDef):
     def reference(self, node: Node, inputs) -> list[np.ndarray]:
         x, idx = np.asarray(inputs[0]), np.asarray(inputs[1]).astype(np.int64)
         axis = normalize_axis(node, int(self.attr(node, "axis", 0)), x.ndim)
+        self.require_inside(node, x.shape, idx)
         idx = np.where(idx < 0, idx + x.shape[axis], idx)
         return [np.take_along_axis(x, idx, axis=axis)]
 
@@ -184,6 +258,7 @@ class GatherElements(OpDef):
         low = Lowering()
         if outputs[0].size:
             axis = normalize_axis(node, int(self.attr(node, "axis", 0)), len(static(inputs[0])))
+            self.add_checks(low, node, inputs, values)
             low.launch(gather_elements, [In(0), In(1)], Out(0), axis=axis)
         return low
 
@@ -191,12 +266,18 @@ class GatherElements(OpDef):
         x = np.arange(12, dtype=np.float32).reshape(3, 4)
         return [OpCase("axis1_neg", [x, np.array([[0, -1], [3, 1], [2, 2]], np.int64)],
                        {"axis": 1}),
-                OpCase("axis0_int32", [x, np.array([[2, 0, 1, 0]], np.int32)], {"axis": -2})]
+                OpCase("axis0_int32", [x, np.array([[2, 0, 1, 0]], np.int32)], {"axis": -2}),
+                OpCase("past_end", [x, np.array([[0, 4], [1, 1], [2, 2]], np.int64)],
+                       {"axis": 1}, raises=InvalidInputError)]
 
 
-class GatherND(OpDef):
+class GatherND(_Indexed):
     op_type = "GatherND"
     since_version = 11
+
+    def bounds(self, node: Node, data: tuple[int, ...], indices: tuple[int, ...]) -> list[int]:
+        b = int(self.attr(node, "batch_dims", 0))
+        return list(data[b:b + indices[-1]])
 
     def infer(self, node: Node, inputs, values) -> list[TensorInfo]:
         x = inputs[0]
@@ -216,6 +297,7 @@ class GatherND(OpDef):
     def reference(self, node: Node, inputs) -> list[np.ndarray]:
         x, idx = np.asarray(inputs[0]), np.asarray(inputs[1]).astype(np.int64)
         b = int(self.attr(node, "batch_dims", 0))
+        self.require_inside(node, x.shape, idx)
         last = idx.shape[-1]
         bshape = x.shape[:b]
         xb = x.reshape((prod(bshape), *x.shape[b:]))
@@ -230,6 +312,7 @@ class GatherND(OpDef):
     def lower(self, node: Node, inputs, outputs, values) -> Lowering:
         low = Lowering()
         if outputs[0].size:
+            self.add_checks(low, node, inputs, values)
             low.launch(gather_nd, [In(0), In(1)], Out(0),
                        batch_dims=int(self.attr(node, "batch_dims", 0)))
         return low
@@ -239,7 +322,11 @@ class GatherND(OpDef):
         return [OpCase("full_index", [x, np.array([[0, 2, 3], [1, -1, 0]], np.int64)]),
                 OpCase("slices", [x, np.array([[1], [0]], np.int64)]),
                 OpCase("batch_dims1", [x, np.array([[[2, 1]], [[0, 3]]], np.int64)],
-                       {"batch_dims": 1})]
+                       {"batch_dims": 1}),
+                OpCase("past_end_second_dim", [x, np.array([[0, 2, 3], [1, 3, 0]], np.int64)],
+                       raises=InvalidInputError),
+                OpCase("batch_dims1_below_start", [x, np.array([[[-4, 1]], [[0, 3]]], np.int64)],
+                       {"batch_dims": 1}, raises=InvalidInputError)]
 
 
 def _reduction(op: OpDef, node: Node) -> int:
@@ -256,9 +343,12 @@ def _np_reduce(code: int, a, b):
     return [None, np.add, np.multiply, np.maximum, np.minimum][code](a, b) if code else b
 
 
-class ScatterND(OpDef):
+class ScatterND(_Indexed):
     op_type = "ScatterND"
     since_version = 11
+
+    def bounds(self, node: Node, data: tuple[int, ...], indices: tuple[int, ...]) -> list[int]:
+        return list(data[:indices[-1]])
 
     def infer(self, node: Node, inputs, values) -> list[TensorInfo]:
         x = inputs[0]
@@ -275,6 +365,7 @@ class ScatterND(OpDef):
     def reference(self, node: Node, inputs) -> list[np.ndarray]:
         x, idx, upd = (np.asarray(a) for a in inputs[:3])
         code = _reduction(self, node)
+        self.require_inside(node, x.shape, idx)
         y = x.copy()
         last = idx.shape[-1]
         for u, tup in enumerate(idx.reshape(-1, last)):
@@ -285,6 +376,7 @@ class ScatterND(OpDef):
     def lower(self, node: Node, inputs, outputs, values) -> Lowering:
         low = Lowering()
         if outputs[0].size:
+            self.add_checks(low, node, inputs, values)
             low.launch(scatter_nd, [In(0), In(1), In(2)], Out(0),
                        reduction=_reduction(self, node))
         return low
@@ -301,10 +393,12 @@ class ScatterND(OpDef):
                 "elements",
                 [x, np.array([[0, 5], [3, 0]], np.int64), np.array([-1.0, -2.0], np.float32)],
             ),
+            OpCase("past_end", [x, np.array([[0, 6]], np.int64), np.array([1.0], np.float32)],
+                   raises=InvalidInputError),
         ]
 
 
-class ScatterElements(OpDef):
+class ScatterElements(_Indexed):
     op_type = "ScatterElements"
     since_version = 11
 
@@ -324,6 +418,7 @@ class ScatterElements(OpDef):
         x, idx, upd = (np.asarray(a) for a in inputs[:3])
         axis = normalize_axis(node, int(self.attr(node, "axis", 0)), x.ndim)
         code = _reduction(self, node)
+        self.require_inside(node, x.shape, idx)
         y = x.copy()
         for pos in np.ndindex(*idx.shape):
             target = list(pos)
@@ -335,6 +430,7 @@ class ScatterElements(OpDef):
         low = Lowering()
         if outputs[0].size:
             axis = normalize_axis(node, int(self.attr(node, "axis", 0)), len(static(inputs[0])))
+            self.add_checks(low, node, inputs, values)
             low.launch(scatter_elements, [In(0), In(1), In(2)], Out(0), axis=axis,
                        reduction=_reduction(self, node))
         return low
@@ -352,6 +448,9 @@ class ScatterElements(OpDef):
                 [x, np.array([[-1], [0]], np.int32), np.array([[5.0], [6.0]], np.float32)],
                 {"axis": -1},
             ),
+            OpCase("below_start", [x, np.array([[-4], [0]], np.int64),
+                                   np.array([[5.0], [6.0]], np.float32)], {"axis": 1},
+                   raises=InvalidInputError),
         ]
 
 
@@ -367,7 +466,8 @@ class Scatter(ScatterElements):
         idx = np.array([[1, 0, 2], [0, 2, 1]], np.int64)
         upd = np.arange(6, dtype=np.float32).reshape(2, 3) + 1
         return [OpCase("axis0", [x, idx, upd], opset=10),
-                OpCase("axis1_int32", [x, idx.astype(np.int32), upd], {"axis": 1}, opset=9)]
+                OpCase("axis1_int32", [x, idx.astype(np.int32), upd], {"axis": 1}, opset=9),
+                OpCase("past_end", [x, idx + 1, upd], opset=10, raises=InvalidInputError)]
 
 
 OPS: list[type[OpDef]] = [Gather, GatherElements, GatherND, ScatterND, ScatterElements, Scatter]

@@ -269,6 +269,8 @@ class Fuser:
 
     def _try(self, p: int, view: int | None, c: int, name: str) -> bool:
         prod, cons = self.steps[p], self.steps[c]
+        if getattr(prod.run, "checks", None) or getattr(cons.run, "checks", None):
+            return False  # a check reads its node's own inputs: those nodes stay apart
         pu, cu = _unit(prod), _unit(cons)
         if not _simple(pu, writes_out_last=True) or not _simple(cu, writes_out_last=False):
             return False

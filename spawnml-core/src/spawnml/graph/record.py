@@ -152,6 +152,7 @@ class Recording:
         self.feed_cells: dict[str, int] = {}
         self.feed_roots: dict[str, int] = {}
         self.items: list[_Launch | _Host] = []
+        self.checked: list[PreparedLowering] = []  # lowerings with checks: verify each replay
         self.groups: list[_Group | _Host] = []
         self._calls: list[Callable[[], Any]] = []
         self._slot_roots: dict[tuple[str, int], int] = {}
@@ -342,6 +343,8 @@ class Recording:
                 self.home[name] = where
         run = step.run
         if isinstance(run, PreparedLowering):
+            if run.checks:
+                self.checked.append(run)
             temps = [self._temp(backend, _nbytes(backend, _static(t.shape), t.dtype))
                      for t in run.temps]  # fmt: skip
             refs = run.launch_refs([self._ref(v) for v in ins], [self._ref(v) for v in outs],
@@ -482,6 +485,8 @@ class Recording:
                 call()
         else:
             self._profiled(profile)
+        for prepared in self.checked:
+            prepared.verify()
         return self._results(want, keep)
 
     def _results(self, want: Sequence[str], keep: bool) -> dict[str, Any]:

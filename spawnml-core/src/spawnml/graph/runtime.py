@@ -309,6 +309,7 @@ class _Execution:
         self.owned: set[str] = set()  # values this run allocated (freed after last use)
         self.slots: dict[tuple[str, int], DeviceTensor] = {}
         self.viewed: list[DeviceTensor] = []  # dead tensors still viewed by live values
+        self.checked: list[PreparedLowering] = []  # ran with checks: verified before results
 
     def tensor(self, name: str, where: str) -> Tensor:
         """Value ``name`` at location ``where`` (copied there once per run if needed)."""
@@ -394,6 +395,8 @@ class _Execution:
                 else:
                     self._profiled_step(step, planned, index, run_control)
                 self._release(index, last_use)
+            for prepared in self.checked:
+                prepared.verify()
             for name in want:
                 value = self._result(name)
                 results[name] = value.share() if isinstance(value, DeviceTensor) else value
@@ -458,6 +461,8 @@ class _Execution:
             else:
                 outs.append(self._output_tensor(step, j, name or f"#{index}.{j}", planned))
         step.run.run(ins, outs) if hasattr(step.run, "run") else step.run(ins, outs)
+        if getattr(step.run, "checks", None):
+            self.checked.append(step.run)
         self._store(node.outputs, outs)
 
     def _profiled_step(self, step: NodePlan, planned: bool, index: int, run_control: Any) -> None:

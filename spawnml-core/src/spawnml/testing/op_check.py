@@ -94,7 +94,7 @@ def unsupported_reason(backend: Backend, case: OpCase, op: OpDef | None = None) 
     With ``op``, int64 results (from the reference) are range-checked too."""
     caps = backend.capabilities
     arrays = [("input", i, a) for i, a in enumerate(case.inputs) if a is not None]
-    if op is not None and DType.int64 not in caps.dtypes:
+    if op is not None and DType.int64 not in caps.dtypes and case.raises is None:
         with np.errstate(all="ignore"):
             outs = op.reference(case_node(op, case), case.inputs)
         arrays += [("output", i, o) for i, o in enumerate(outs)]
@@ -135,8 +135,18 @@ def assert_close(got: Any, expected: Any, tol: dict[str, float], what: str) -> N
 
 
 def check_backend(backend: Backend, op: OpDef, case: OpCase) -> None:
-    """Run ``case`` on ``backend`` and compare with the op's reference."""
+    """Run ``case`` on ``backend`` and compare with the op's reference (or, for a case that
+    ``raises``, check that both raise that error)."""
     node = case_node(op, case)
+    if case.raises is not None:
+        import pytest
+
+        for what, run in (("reference", lambda: op.reference(node, case.inputs)),
+                          (backend.name, lambda: run_node(backend, op, node, case.inputs))):
+            with pytest.raises(case.raises):
+                run()
+                raise AssertionError(f"{op.op_type} case {case.name}: {what} did not raise")
+        return
     with np.errstate(all="ignore"):
         expected = op.reference(node, case.inputs)
         got = run_node(backend, op, node, case.inputs)
@@ -191,7 +201,10 @@ def onnx_reference(op: OpDef, case: OpCase) -> list[np.ndarray]:
 
 
 def check_onnx_reference(op: OpDef, case: OpCase, skip_output: Sequence[int] = ()) -> None:
-    """Compare the op's numpy reference with onnx.reference on ``case``."""
+    """Compare the op's numpy reference with onnx.reference on ``case`` (a case that
+    ``raises`` has no outputs to compare: ``check_backend`` checks its error)."""
+    if case.raises is not None:
+        return
     node = case_node(op, case)
     with np.errstate(all="ignore"):
         ours = op.reference(node, case.inputs)
