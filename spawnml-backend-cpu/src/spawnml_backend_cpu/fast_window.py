@@ -82,9 +82,10 @@ def window(
         max(0, (o - 1) * s + w - (i + b + e))
         for o, s, w, i, b, e in zip(out_shape, strides, span, spatial, begin, end)
     ]
-    # one output along an axis reads one window whatever the stride: 1 keeps the kernels'
-    # phase split (stride x stride phases) from growing with an arbitrary stride
-    strides = tuple(1 if o == 1 else s for o, s in zip(out_shape, strides))
+    # a stride beyond the padded input (one output along that axis) is cut to its length:
+    # the kernels split the input into stride x stride phases
+    strides = tuple(min(s, max(1, i + b + e))
+                    for s, i, b, e in zip(strides, spatial, begin, end))
     return Window(
         kernel, strides, dilations, tuple(begin), tuple(end), tuple(extra), tuple(out_shape)
     )

@@ -79,16 +79,25 @@ def test_resize_to_a_zero_size_output(backend):
     assert y.shape == (1, 2, 3, 0) and y.dtype == np.float32
 
 
+STRIDE_CASES = {
+    # an INT64_MAX stride: the cpu kernel split the input into stride x stride phases
+    "int64_max": ([1, 2, 6, 6], [3, 2, 3, 3], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1],
+                                               "strides": [2**63 - 1, 1]}),
+    # a 1x1 kernel whose stride skips the rest of the input: not the pointwise (stride 1) path
+    "pointwise_skipping": ([5, 1, 2], [2, 1, 1], {"kernel_shape": [1], "strides": [2],
+                                                   "auto_pad": "SAME_LOWER"}),
+}
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_conv_with_a_stride_beyond_the_input(backend):
-    """One output along an axis whatever the stride (the cpu kernel split the input into
-    stride x stride phases: an INT64_MAX stride asked numpy for an impossible array)."""
-    w = np.random.default_rng(1).standard_normal((3, 2, 3, 3)).astype(np.float32)
-    model = make_model(
-        [helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
-                          strides=[2**63 - 1, 1])],
-        [("x", F, [1, 2, 6, 6])], [("y", F, None)], {"w": w})
-    x = np.random.default_rng(2).standard_normal((1, 2, 6, 6)).astype(np.float32)
+@pytest.mark.parametrize("name", sorted(STRIDE_CASES))
+def test_conv_with_a_stride_beyond_the_input(name, backend):
+    """One output along an axis whatever the stride."""
+    x_shape, w_shape, attrs = STRIDE_CASES[name]
+    w = np.random.default_rng(1).standard_normal(w_shape).astype(np.float32)
+    model = make_model([helper.make_node("Conv", ["x", "w"], ["y"], **attrs)],
+                       [("x", F, x_shape)], [("y", F, None)], {"w": w})
+    x = np.random.default_rng(2).standard_normal(x_shape).astype(np.float32)
     _same_as_onnxruntime(model, {"x": x}, backend)
 
 

@@ -106,27 +106,30 @@ def window(
             if ceil_mode and (size - 1) * strides[i] >= in_spatial[i] + begin[i]:
                 size -= 1
             out.append(size)
-        return _made(kernel, strides, dilations, begin, end, out)
+        return _made(in_spatial, kernel, strides, dilations, begin, end, out)
     if "pads" in node.attrs and any(int(p) for p in node.attrs["pads"]):
         raise op.fail(node, f"attributes 'pads' and 'auto_pad' = {mode!r} are exclusive")
     if mode == "VALID":
         out = [(in_spatial[i] - extent[i]) // strides[i] + 1 for i in range(n)]
         if any(o < 1 for o in out):
             raise op.fail(node, f"kernel extent {extent} exceeds the input {list(in_spatial)}")
-        return _made(kernel, strides, dilations, (0,) * n, (0,) * n, out)
+        return _made(in_spatial, kernel, strides, dilations, (0,) * n, (0,) * n, out)
     out = [math.ceil(in_spatial[i] / strides[i]) for i in range(n)]
     total = [max(0, (out[i] - 1) * strides[i] + extent[i] - in_spatial[i]) for i in range(n)]
     small = tuple(t // 2 for t in total)
     large = tuple(t - t // 2 for t in total)
     begin, end = (small, large) if mode == "SAME_UPPER" else (large, small)
-    return _made(kernel, strides, dilations, begin, end, out)
+    return _made(in_spatial, kernel, strides, dilations, begin, end, out)
 
 
-def _made(kernel, strides, dilations, begin, end, out) -> Window:
-    """The Window; where one output spans an axis its stride is irrelevant and becomes 1, so
-    no kernel or reference index (stride * position) overflows with an arbitrary stride."""
-    strides = tuple(1 if o == 1 else s for o, s in zip(out, strides))
-    return Window(tuple(kernel), strides, tuple(dilations), tuple(begin), tuple(end), tuple(out))
+def _made(in_spatial, kernel, strides, dilations, begin, end, out) -> Window:
+    """The Window, with a stride beyond the padded input cut to the padded input's length:
+    one output spans that axis either way, and no kernel or reference index (stride *
+    position) overflows with an arbitrary stride (an INT64_MAX stride is valid ONNX)."""
+    strides = tuple(min(s, max(1, i + b + e))
+                    for s, i, b, e in zip(strides, in_spatial, begin, end))
+    return Window(tuple(kernel), strides, tuple(dilations), tuple(begin), tuple(end),
+                  tuple(out))
 
 
 def pad3(values: Sequence[int], fill: int) -> tuple[int, ...]:
