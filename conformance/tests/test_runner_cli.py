@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -64,6 +65,8 @@ def test_spawnml_conformance_runs_through_the_spawnml_cli(sample_registry, tmp_p
     out = capsys.readouterr().out
     assert status == 0, out
     assert out.rstrip().endswith("result: passed")
+    peak = re.search(r"^peak memory: (\d+) MiB resident", out, re.MULTILINE)
+    assert peak and 0 < int(peak.group(1)) < 2048, out  # the process's ru_maxrss
     cells = json.loads(matrix.read_text())["sections"]["operators"]
     assert set(cells) == {"Relu"} and cells["Relu"]["cpu"]["status"] == PASS
 
@@ -188,12 +191,12 @@ def test_what_a_case_emits_goes_to_the_log_file_with_the_case(sample_registry, m
     assert lines[2].endswith(": stderr: 1 warning generated.")
     assert "cpu: Relu" in err  # progress still reaches the terminal
     assert "placement" not in err and "warning" not in err
-    assert out.splitlines()[-2] == ("diagnostics: 6 log record(s), warning(s) and stderr "
+    assert out.splitlines()[-3] == ("diagnostics: 6 log record(s), warning(s) and stderr "
                                     f"line(s) emitted while cases ran, in {log}")
     monkeypatch.setattr(runner.checks, "run_case",
                         lambda b, c: (warnings.warn("w", stacklevel=1), real(b, c))[1])
     runner.main([*argv, "--quiet"])
-    assert capfd.readouterr().out.splitlines()[-2] == (
+    assert capfd.readouterr().out.splitlines()[-3] == (
         "diagnostics: 2 log record(s) and warning(s) emitted while cases ran, not shown "
         "(--log FILE keeps them, with stderr)")
 

@@ -295,10 +295,18 @@ def run(args: argparse.Namespace, prog: str = "spawnml-conformance") -> int:
         print(report.to_text())
         if baseline is not None:
             lines = report.failure_lines() + lines
-    print("\n".join([*lines, diagnostics.describe(), result]))
+    print("\n".join([*lines, diagnostics.describe(), peak_memory(), result]))
     if baseline is not None:
         return 1 if report.compare(baseline).regressions else 0
     return 1 if report.failed else 0
+
+
+def peak_memory() -> str:
+    """The run's peak resident memory: cases stream through, so it stays flat (#20)."""
+    import resource
+
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    return f"peak memory: {peak_kib / 1024:.0f} MiB resident (this process)"
 
 
 def markdown_page(report: Report, command: str) -> str:

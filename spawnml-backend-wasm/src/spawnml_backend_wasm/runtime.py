@@ -21,6 +21,7 @@ from typing import Any
 import wasmtime
 from wasmtime import _bindings as ffi
 
+from spawnml.backend import program_cache_limit, trim_lru
 from spawnml.errors import BackendError, KernelCompileError
 from spawnml.kernel.disk_cache import KernelDiskCache
 
@@ -28,6 +29,10 @@ from .memory import LinearMemory
 
 # Below this many elements per thread, extra threads cost more than they save.
 MIN_ELEMENTS_PER_THREAD = 16384
+# Modules kept compiled, and instances per thread's Store: a wasmtime Store frees its
+# instances only with itself, so a thread starts a new Store when its own is full (recorded
+# plans keep the Store their bound calls use alive).
+MAX_MODULES = 64
 
 
 def make_engine() -> wasmtime.Engine:
@@ -68,8 +73,9 @@ class Runtime:
 
     def module(self, wat: str) -> wasmtime.Module:
         digest = hashlib.sha256(wat.encode()).hexdigest()
-        module = self._modules.get(digest)
+        module = self._modules.pop(digest, None)
         if module is not None:
+            self._modules[digest] = module  # the most recently used
             return module
         disk = KernelDiskCache("wasm", "cwasm")
         key = (digest, metadata.version("wasmtime"))
@@ -89,17 +95,19 @@ class Runtime:
                 ) from None
             disk.put(module.serialize(), *key)
         self._modules[digest] = module
+        trim_lru(self._modules, program_cache_limit(MAX_MODULES))
         return module
 
     # -- execution ------------------------------------------------------------------------
     def _function(self, program: Program) -> tuple[wasmtime.Store, Any]:
         """This thread's instance of ``program``: (store, exported run function)."""
         local = self._local
-        if not hasattr(local, "store"):
-            local.store = wasmtime.Store(self.engine)
-            local.instances = {}
-        fn = local.instances.get(program.key)
+        fn = local.instances.get(program.key) if hasattr(local, "store") else None
         if fn is None:
+            if not hasattr(local, "store") or len(local.instances) >= program_cache_limit(
+                    MAX_MODULES):
+                local.store = wasmtime.Store(self.engine)
+                local.instances = {}
             instance = wasmtime.Instance(local.store, program.module, [self.memory.memory])
             fn = local.instances[program.key] = instance.exports(local.store)["run"]
         return local.store, fn

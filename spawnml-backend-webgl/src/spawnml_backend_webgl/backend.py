@@ -7,6 +7,7 @@ feedback on llvmpipe, see README.md). GL queues draws; reads wait for them.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -95,6 +96,11 @@ class WebGLBackend(Backend):
         )
         self.reader.clear_errors()  # ctx.info asks for desktop-only enums
         self._programs: dict[str, WebGLProgram] = {}
+        # GL objects of programs no longer referenced (dropped from the bounded program
+        # cache and by every plan), released on the next compile with the context current:
+        # a finalizer may run on any thread, and GL calls belong to the context's own.
+        self._unused: list[tuple[Any, Any]] = []
+        self._finalizers: list[weakref.finalize] = []
         self._packer: Packer | None = None
         self._pack: TextureBuffer | None = None
 
@@ -145,6 +151,7 @@ class WebGLBackend(Backend):
 
     def build(self, kernel: ir.KernelIR, source: str, renderer: GLSLRenderer) -> WebGLProgram:
         ctx = self._current()
+        self._release_unused()
         plan = plan_slots(kernel, self.texture_units, self.layout)  # as renderer_for made it
         try:
             program = ctx.program(vertex_shader=VERTEX_SHADER, fragment_shader=source)
@@ -157,7 +164,16 @@ class WebGLBackend(Backend):
         for uniform, unit in units.items():
             if uniform in program:  # unused inputs are optimised away
                 program[uniform] = unit
-        return WebGLProgram(kernel, source, program, ctx.vertex_array(program, []), plan)
+        compiled = WebGLProgram(kernel, source, program, ctx.vertex_array(program, []), plan)
+        self._finalizers = [f for f in self._finalizers if f.alive]
+        self._finalizers.append(
+            weakref.finalize(compiled, self._unused.append, (compiled.vao, compiled.program)))
+        return compiled
+
+    def _release_unused(self) -> None:
+        while self._unused:
+            for gl_object in self._unused.pop():
+                gl_object.release()
 
     def launch(self, program: WebGLProgram, output: Buffer, inputs: Sequence[Buffer]) -> None:
         import moderngl
@@ -245,9 +261,10 @@ class WebGLBackend(Backend):
             return
         self._current()
         super().close()
-        for compiled in self._programs.values():
-            compiled.vao.release()
-            compiled.program.release()
+        for finalizer in self._finalizers:  # every program still alive, cached or not
+            finalizer()
+        self._finalizers.clear()
+        self._release_unused()
         self._programs.clear()
         if self._packer is not None:
             self._packer.release()

@@ -13,7 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from spawnml.backend import Backend, BackendInfo, Buffer, Capabilities
+from spawnml.backend import (
+    Backend,
+    BackendInfo,
+    Buffer,
+    Capabilities,
+    program_cache_limit,
+    trim_lru,
+)
 from spawnml.dtypes import DType
 from spawnml.errors import BackendError, InvalidInputError, KernelCompileError
 from spawnml.kernel.ir import KernelIR
@@ -143,10 +150,12 @@ class WebGPUBackend(Backend):
         layout = renderer.layout
         # Pipelines are shared by every backend on the device (same source, same layout).
         cache_key = f"{kernel.key}/{self.native_f16}"
-        with self.ctx.lock:
-            cached = self.ctx.pipelines.get(cache_key)
+        with self.ctx.lock:  # a bounded LRU, as the backends' program caches
+            cached = self.ctx.pipelines.pop(cache_key, None)
             if cached is None:
-                cached = self.ctx.pipelines[cache_key] = self._pipeline(kernel, layout, source)
+                cached = self._pipeline(kernel, layout, source)
+            self.ctx.pipelines[cache_key] = cached
+            trim_lru(self.ctx.pipelines, program_cache_limit(self.max_cached_programs))
         return Program(kernel.name, *cached, layout, len(kernel.inputs), source)
 
     def _pipeline(self, kernel: KernelIR, layout: Layout, source: str) -> tuple[Any, Any]:

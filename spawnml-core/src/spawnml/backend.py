@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import enum
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -87,6 +88,19 @@ class Buffer:
         return f"<Buffer {self.backend.name} {self.nbytes} bytes>"
 
 
+def program_cache_limit(default: int) -> int:
+    """How many compiled programs (or modules, instances) a cache keeps: the environment's
+    ``SPAWNML_MAX_PROGRAMS``, else ``default``; at least 1."""
+    return max(1, int(os.environ.get("SPAWNML_MAX_PROGRAMS", default)))
+
+
+def trim_lru(cache: dict[Any, Any], limit: int) -> None:
+    """Drop the oldest entries of an insertion-ordered ``cache`` beyond ``limit`` (callers
+    re-insert an entry on each use, so the oldest is the least recently used)."""
+    while len(cache) > limit:
+        del cache[next(iter(cache))]
+
+
 class Backend(abc.ABC):
     """An execution target. Subclasses implement the raw memory and kernel operations."""
 
@@ -128,15 +142,22 @@ class Backend(abc.ABC):
     source_suffix: ClassVar[str] = "txt"
     """The suffix of this backend's kernel sources in ``SPAWNML_DUMP_KERNELS``."""
 
+    max_cached_programs: ClassVar[int] = 64
+    """Programs ``compile`` keeps for reuse, least recently used dropped first (the
+    environment's ``SPAWNML_MAX_PROGRAMS`` wins). Plans hold their own programs: a dropped
+    one lives on while a plan uses it, and is only compiled again for a new plan."""
+
     def compile(self, kernel: KernelIR) -> Any:
         """Compile a specialised kernel into a program, once per specialisation: cache ->
         limit checks -> render (the core passes, then the target's printer) -> dump ->
         ``build``. A backend supplies ``renderer_for`` and ``build``."""
         cache: dict[str, Any] = self.__dict__.setdefault("_programs", {})
         key = kernel.key or kernel.fingerprint()
-        program = cache.get(key)
+        program = cache.pop(key, None)  # re-inserted last: dicts keep insertion order
         if program is None:
-            program = cache[key] = self._compile_new(kernel)
+            program = self._compile_new(kernel)
+        cache[key] = program
+        trim_lru(cache, program_cache_limit(self.max_cached_programs))
         return program
 
     def _compile_new(self, kernel: KernelIR) -> Any:

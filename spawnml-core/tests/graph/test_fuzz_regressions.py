@@ -178,3 +178,65 @@ def test_a_refused_host_allocation_is_out_of_memory():
     with pytest.raises(OutOfMemoryError, match="loading the model: the host refused"):
         with host_memory_errors("loading the model"):
             np.empty(2**40, np.float32)  # 4 TiB: numpy's MemoryError
+
+
+# -- valid models spawnml refused, invalid ones it ran ------------------------------------------
+def _if_model_with_untyped_branch_outputs():
+    then = helper.make_graph([helper.make_node("Identity", ["y"], ["t"])], "then", [],
+                             [helper.make_empty_tensor_value_info("t")])
+    other = helper.make_graph([helper.make_node("Neg", ["y"], ["e"])], "else", [],
+                              [helper.make_empty_tensor_value_info("e")])
+    model = make_model(
+        [helper.make_node("Relu", ["x"], ["y"]),
+         helper.make_node("If", ["cond"], ["z"], then_branch=then, else_branch=other)],
+        [("x", F, [2, 3]), ("cond", TensorProto.BOOL, [])], [("z", F, None)])
+    return model
+
+
+@pytest.mark.parametrize("cond", [True, False])
+def test_if_branches_with_untyped_outputs_take_the_inferred_types(cond):
+    """onnx infers the branch outputs from the outer scope; the If's own inference cannot
+    see it (refused with "the type of subgraph output 't' is unknown")."""
+    model = _if_model_with_untyped_branch_outputs()
+    x = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
+    _same_as_onnxruntime(model, {"x": x, "cond": np.array(cond)}, "cpu")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_graph_output_listed_twice_is_returned_twice(backend):
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", F, [3])],
+                       [("y", F, [3]), ("y", F, [3])])
+    x = np.array([-1, 0, 2], np.float32)
+    with InferenceSession(model.SerializeToString(), backends=backend) as session:
+        for _ in range(3):  # plan, record, replay
+            a, b = session.run(None, {"x": x})
+            np.testing.assert_array_equal(a, [0, 0, 2])
+            np.testing.assert_array_equal(b, [0, 0, 2])
+    _same_as_onnxruntime(model, {"x": x}, backend)
+
+
+def test_an_output_declared_with_another_element_type_is_refused():
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", F, [3])],
+                       [("y", TensorProto.FLOAT16, [3])])
+    with pytest.raises(InvalidModelError, match="declared float16 but computed as float32"):
+        InferenceSession(model.SerializeToString(), backends="cpu")
+
+
+@pytest.mark.parametrize("change,match", [
+    (lambda m: setattr(m, "ir_version", 99), "IR version 99 is newer"),
+    (lambda m: setattr(m.opset_import[0], "version", 10**6), "version 1000000"),
+    (lambda m: setattr(m.opset_import[0], "version", 0), "version 0"),
+    (lambda m: m.opset_import.add(domain="ai.onnx", version=17), "more than once"),
+])
+def test_versions_onnxruntime_refuses_are_refused(change, match):
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", F, [3])],
+                       [("y", F, [3])])
+    change(model)
+    _refused(model, match)
+
+
+def test_reflect_pads_beyond_the_axis_are_refused():
+    model = make_model([helper.make_node("Pad", ["x", "pads"], ["y"], mode="reflect")],
+                       [("x", F, [2, 4])], [("y", F, None)],
+                       {"pads": np.array([0, 4, 0, 0], np.int64)})
+    _refused(model, "reflect pads")

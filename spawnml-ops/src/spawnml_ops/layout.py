@@ -91,6 +91,9 @@ class Pad(OpDef):
             n = s + pads[d] + pads[d + rank]
             if n < 0 or (mode != "constant" and s == 0 and n > 0):
                 raise self.fail(node, f"pads {pads} are invalid for shape {x.shape}")
+            if mode == "reflect" and max(pads[d], pads[d + rank]) > s - 1:
+                raise self.fail(node, f"reflect pads {pads} exceed the axis: at most size - 1 "
+                                      f"= {s - 1} on axis {d} of shape {x.shape}")
             shape.append(n)
         return [TensorInfo(x.dtype, tuple(shape))]
 

@@ -220,12 +220,14 @@ def type_to_info(type_proto: Any, what: str) -> TensorInfo | None:
 # ----------------------------------------------------------------------------- graphs
 
 
-def _check_unique(names: list[str], what: str) -> None:
+def _check_names(names: list[str], what: str, unique: bool = True) -> None:
+    """Every name non-empty and (``unique``) declared once. A graph output may be listed
+    twice, as onnxruntime allows: the run returns its value at both positions."""
     seen: set[str] = set()
     for name in names:
         if not name:
             raise InvalidModelError(f"{what} has an empty name")
-        if name in seen:
+        if unique and name in seen:
             raise InvalidModelError(f"{what} {name!r} is declared more than once")
         seen.add(name)
 
@@ -277,8 +279,8 @@ def _convert_graph(
             )
         initializers[st.values.name] = _densify(st.values.name, dims, values, indices, where)
     init_names = set(initializers)
-    _check_unique([v.name for v in gp.input], f"{where}: graph input")
-    _check_unique([v.name for v in gp.output], f"{where}: graph output")
+    _check_names([v.name for v in gp.input], f"{where}: graph input")
+    _check_names([v.name for v in gp.output], f"{where}: graph output", unique=False)
     inputs = [
         Value(v.name, type_to_info(v.type, f"{where} input {v.name!r}"))
         for v in gp.input
@@ -344,12 +346,36 @@ def _convert_graph(
     return Graph(ordered, inputs, outputs, initializers, value_info, dict(opsets), gp.name)
 
 
+def _opsets(proto: Any) -> dict[str, int]:
+    """The imported opsets by domain, refused where onnxruntime refuses them: an IR or ONNX
+    opset version newer than the installed onnx knows (no schemas to check nodes against),
+    a version below 1, or a domain imported twice."""
+    import onnx
+
+    if proto.ir_version > onnx.IR_VERSION:
+        raise InvalidModelError(
+            f"the model's IR version {proto.ir_version} is newer than the newest the installed "
+            f"onnx {onnx.__version__} reads ({onnx.IR_VERSION})"
+        )
+    newest = onnx.defs.onnx_opset_version()
+    opsets: dict[str, int] = {}
+    for o in proto.opset_import:
+        domain = "" if o.domain == "ai.onnx" else o.domain
+        if domain in opsets:
+            raise InvalidModelError(f"opset_import names domain {o.domain!r} more than once")
+        if o.version < 1 or (domain == "" and o.version > newest):
+            raise InvalidModelError(
+                f"opset_import gives domain {o.domain!r} version {o.version}; the ONNX opsets "
+                f"the installed onnx {onnx.__version__} knows are 1 to {newest}"
+            )
+        opsets[domain] = int(o.version)
+    return opsets
+
+
 def import_model(model: str | os.PathLike | bytes | Any) -> Graph:
     """Import an ONNX model (path, bytes or ModelProto) as a validated :class:`Graph`."""
     proto, base = load_model_proto(model)
-    opsets: dict[str, int] = {}
-    for o in proto.opset_import:
-        opsets["" if o.domain == "ai.onnx" else o.domain] = int(o.version)
+    opsets = _opsets(proto)
     if "" not in opsets:
         opsets[""] = 1  # ONNX default when only other domains are imported
     graph = _convert_graph(proto.graph, opsets, base, set(), f"graph {proto.graph.name!r}")
@@ -370,13 +396,31 @@ def _add_inferred_types(proto: Any, graph: Graph) -> None:
                                                      strict_mode=False)
     except Exception:  # noqa: BLE001 - our own per-op inference is authoritative
         return
-    for v in list(inferred.graph.value_info) + list(inferred.graph.output):
+    _merge_inferred(inferred.graph, graph)
+
+
+def _merge_inferred(gp: Any, graph: Graph) -> None:
+    """Copy the types onnx inferred for ``gp`` into ``graph``, and into its subgraphs (an
+    If branch's outputs may be declared without a type: onnx infers it from the outer
+    scope, which the If's own inference cannot see)."""
+    from onnx import AttributeProto
+
+    for v in list(gp.value_info) + list(gp.output):
         try:
             info = type_to_info(v.type, v.name)
         except InvalidModelError:
             continue
         if info is not None and v.name not in graph.value_info:
             graph.value_info[v.name] = info
+    by_outputs = {tuple(n.outputs): n for n in graph.nodes}
+    for pnode in gp.node:
+        node = by_outputs.get(tuple(pnode.output))
+        if node is None:
+            continue
+        for attr in pnode.attribute:
+            sub = node.subgraphs.get(attr.name)
+            if attr.type == AttributeProto.GRAPH and sub is not None:
+                _merge_inferred(attr.g, sub)
 
 
 def _without_negative_dims(proto: Any) -> Any:

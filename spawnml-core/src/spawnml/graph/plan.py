@@ -251,8 +251,21 @@ def specialise(
         ):
             place_node(step, backends)
         steps.append(step)
+    _check_declared_outputs(graph, infos)
     _drop_unused(graph, steps)
     return Specialised(infos, consts, steps)
+
+
+def _check_declared_outputs(graph: Graph, infos: dict[str, TensorInfo | None]) -> None:
+    """A graph output declared with one element type but computed as another is a model
+    error (onnxruntime refuses it), never a result of a type the caller did not expect."""
+    for v in graph.outputs:
+        found = infos.get(v.name)
+        if v.info is not None and found is not None and found.dtype != v.info.dtype:
+            raise InvalidModelError(
+                f"graph output {v.name!r} is declared {v.info.dtype} but computed as "
+                f"{found.dtype}"
+            )
 
 
 def _infer_first(op: OpDef, node: Node, ins: list[TensorInfo | None],
