@@ -102,3 +102,34 @@ def test_a_plan_in_use_is_closed_when_its_run_ends() -> None:
 def test_max_cached_plans_must_be_a_positive_int(bad: object) -> None:
     with pytest.raises(InvalidInputError, match="max_cached_plans must be a positive int"):
         SessionOptions(max_cached_plans=bad)  # type: ignore[arg-type]
+
+
+# -- compiled programs: bounded too ------------------------------------------------------------
+DEVICES = [b for b in ("opencl", "webgpu", "webgl", "wasm")
+           if b in __import__("spawnml").get_available_backends()]
+
+
+@pytest.mark.parametrize("backend", DEVICES)
+def test_compiled_programs_are_a_bounded_lru_and_unused_ones_are_freed(backend, monkeypatch):
+    """Every shape compiles new kernels; with SPAWNML_MAX_PROGRAMS=4 and two cached plans,
+    the backend's program cache (and webgpu's device pipelines, wasm's modules and Store
+    instances) stay within 4, and a program neither cached nor used by a plan is freed."""
+    import weakref
+
+    monkeypatch.setenv("SPAWNML_MAX_PROGRAMS", "4")
+    sess = InferenceSession(chain_model(3).SerializeToString(), backends=[backend],
+                            options=SessionOptions(max_cached_plans=2))
+    device = sess.backends[0]
+    run_checked(sess, 1, runs=1)
+    first = [weakref.ref(p) for p in device._programs.values()]
+    for n in range(2, 14):
+        run_checked(sess, n)
+        assert len(device._programs) <= 4
+    gc.collect()
+    assert first and not any(ref() is not None for ref in first)
+    if backend == "webgpu":
+        assert len(device.ctx.pipelines) <= 4
+    if backend == "wasm":
+        assert len(device.runtime._modules) <= 4
+        assert len(device.runtime._local.instances) <= 4
+    sess.close()
