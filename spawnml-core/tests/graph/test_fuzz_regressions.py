@@ -240,3 +240,50 @@ def test_reflect_pads_beyond_the_axis_are_refused():
                        [("x", F, [2, 4])], [("y", F, None)],
                        {"pads": np.array([0, 4, 0, 0], np.int64)})
     _refused(model, "reflect pads")
+
+
+# -- C pow on every backend ---------------------------------------------------------------------
+SPECIAL = np.array([np.inf, -np.inf, 0.0, -0.0, 4.0, -4.0, np.nan, 1.0, -1.0, 0.5, -2.0],
+                   np.float32)
+EXPONENTS = np.array([0.5, 2.0, -0.5, 3.0, -3.0, -1.0, np.inf, -np.inf, 0.0, np.nan, 1e10],
+                     np.float32)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pow_of_every_special_pair_matches_onnxruntime(backend):
+    """C pow (onnxruntime's std::pow): pow(-inf, 0.5) = inf (was NaN everywhere),
+    pow(+-0, -0.5) = inf and pow(-1, +-inf) = 1 (0 and NaN on webgpu/webgl), signs of zeros
+    and infinities included."""
+    x, y = (a.ravel() for a in np.meshgrid(SPECIAL, EXPONENTS))
+    model = make_model([helper.make_node("Pow", ["x", "y"], ["z"])],
+                       [("x", F, [x.size]), ("y", F, [y.size])], [("z", F, None)])
+    (expected,) = _ort(model, {"x": x, "y": y})
+    with InferenceSession(model.SerializeToString(), backends=backend) as session:
+        (got,) = session.run(None, {"x": x, "y": y})
+    same = (np.isclose(got, expected, rtol=1e-5) & (np.signbit(got) == np.signbit(expected))) \
+        | (np.isnan(got) & np.isnan(expected))
+    assert same.all(), list(zip(x[~same], y[~same], got[~same], expected[~same]))
+
+
+# -- nodes inference refuses are not folded into numpy errors; names are UTF-8 ------------------
+@pytest.mark.parametrize("node,inits,match", [
+    # Gemm whose first input was dropped: B (5, 4) and C (5,) do not multiply
+    (helper.make_node("Gemm", ["b", "c"], ["y"]),
+     {"b": np.ones((5, 4), np.float32), "c": np.ones(5, np.float32)}, "must be 2-D"),
+    # Concat of a constant and an omitted input
+    (helper.make_node("Concat", ["b", ""], ["y"], axis=0),
+     {"b": np.ones((2, 2), np.float32)}, "Concat"),
+])
+def test_constant_nodes_that_inference_refuses_give_its_error(node, inits, match):
+    model = make_model([node, helper.make_node("Add", ["y", "x"], ["z"])],
+                       [("x", F, [1])], [("z", F, None)], inits)
+    with pytest.raises(InvalidModelError, match=match):
+        InferenceSession(model.SerializeToString(), backends="cpu")
+
+
+def test_names_that_are_not_utf8_are_refused():
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", F, [2])],
+                       [("y", F, [2])])
+    data = model.SerializeToString().replace(b"Relu", b"R\xfflu")
+    with pytest.raises(InvalidModelError, match="not valid UTF-8"):
+        InferenceSession(data, backends="cpu")

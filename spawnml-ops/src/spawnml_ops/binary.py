@@ -12,7 +12,7 @@ import numpy as np
 
 from spawnml.dtypes import DType
 from spawnml.graph.fusion import fused_activation
-from spawnml.kernel import Helper, cast, cast_like, f32, helper
+from spawnml.kernel import Helper, bitcast, cast, cast_like, f32, helper, i32
 from spawnml.op import In, Lowering, Node, OpCase, OpDef, Out, TensorInfo
 
 from .common import (
@@ -182,13 +182,30 @@ def _mod_int(a, b):
 
 @helper
 def _pow_f32(a, y):
-    # C pow: pow(x, 0) == pow(1, y) == 1 even for NaN; a negative base needs an integral
-    # exponent (sign from its parity). Spelled out because WGSL/GLSL pow is exp2(y*log2(x)).
-    m = pow(abs(a), y)
+    # C pow: pow(x, 0) == pow(1, y) == 1 even for NaN, pow(-1, +-inf) = 1, pow(+-0, y < 0)
+    # = +-inf; a finite negative base needs an integral exponent; a negative base (-0 and
+    # -inf included) takes its sign from an odd one. Spelled out because WGSL/GLSL pow is
+    # exp2(y*log2(x)), undefined at 0 and below.
+    ax = abs(a)
+    m = 1.0 if ax == 1.0 else (math.inf if ax == 0.0 and y < 0.0 else pow(ax, y))
     whole = floor(y) == y
     odd = whole and abs(fmod(y, 2.0)) == 1.0
-    r = m if a >= 0.0 else ((-m if odd else m) if whole else math.nan)
+    r = -m if bitcast(a, i32) < 0 and odd else m
+    r = math.nan if a < 0.0 and a > -math.inf and not whole else r
     return 1.0 if y == 0.0 or a == 1.0 else (math.nan if isnan(a) or isnan(y) else r)
+
+
+def _c_pow(a: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """C pow (onnxruntime's std::pow) in numpy: np.power takes shortcuts for some exponents
+    (sqrt for 0.5: pow(-inf, 0.5) = nan, pow(-0, 0.5) = -0) that C pow does not."""
+    with np.errstate(all="ignore"):
+        ax = np.abs(a)
+        m = np.where(ax == 1, 1.0, np.power(ax, y))
+        whole = np.floor(y) == y
+        odd = whole & (np.abs(np.fmod(y, 2)) == 1)
+        r = np.where(np.signbit(a) & odd, -m, m)
+        r = np.where((a < 0) & (a > -np.inf) & ~whole, np.nan, r)
+        return np.where((y == 0) | (a == 1), 1.0, np.where(np.isnan(a) | np.isnan(y), np.nan, r))
 
 
 @helper
@@ -314,7 +331,7 @@ class Pow(BinaryOp):
             r = np.power(a.astype(np.int64), np.maximum(e, 0))
             inv = np.where(a == 1, 1, np.where(a == -1, np.where(e % 2 == 1, -1, 1), 0))
             return np.where(e >= 0, r, inv)
-        return np.power(a.astype(np.float64), b.astype(np.float64))
+        return _c_pow(a.astype(np.float64), b.astype(np.float64))
 
     def helper_for(self, node: Node, inputs: Sequence[TensorInfo | None]) -> Helper:
         base, exp = inputs[0].dtype, inputs[1].dtype  # type: ignore[union-attr]

@@ -7,6 +7,7 @@ escaping it (``..``, symlinks) are refused.
 
 from __future__ import annotations
 
+import functools
 import os
 from math import prod
 from pathlib import Path
@@ -56,7 +57,39 @@ def load_model_proto(model: str | os.PathLike | bytes | Any) -> tuple[Any, Path 
         raise InvalidModelError("the model has no graph (not an ONNX model, or truncated)")
     if not proto.opset_import:
         raise InvalidModelError("the model declares no opset_import")
+    _check_utf8(proto, "model")
     return proto, base
+
+
+def _check_utf8(message: Any, path: str) -> None:
+    """Every string field of ``message`` (names, op types, domains, attribute strings...)
+    is valid UTF-8, as ONNX requires: protobuf hands invalid ones over as ``bytes``, which
+    nothing downstream expects. Bytes fields (raw tensor data) are never read."""
+    for name, is_string, repeated in _text_fields(message.DESCRIPTOR):
+        if repeated:
+            values = getattr(message, name)
+        elif message.HasField(name):
+            values = [getattr(message, name)]
+        else:
+            continue
+        for k, item in enumerate(values):
+            if is_string:
+                if isinstance(item, bytes):
+                    raise InvalidModelError(f"{path}.{name} is not valid UTF-8: {item[:40]!r}")
+            else:
+                label = getattr(item, "name", "")
+                label = label if isinstance(label, str) and label else k
+                _check_utf8(item, f"{path}.{name}[{label}]" if repeated else f"{path}.{name}")
+
+
+@functools.cache
+def _text_fields(descriptor: Any) -> tuple[tuple[str, bool, bool], ...]:
+    """(name, is a string, is repeated) of the string and message fields of a message type."""
+    from google.protobuf.descriptor import FieldDescriptor
+
+    wanted = (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_MESSAGE)
+    return tuple((f.name, f.type == FieldDescriptor.TYPE_STRING, f.is_repeated)
+                 for f in descriptor.fields if f.type in wanted)
 
 
 def _resolve_reference(model: str | os.PathLike) -> Path:

@@ -110,9 +110,20 @@ def lookup_op(node: Node) -> OpDef:
 
 
 def host_reference(plan_op: OpDef, node: Node, arrays: Sequence[np.ndarray | None]) -> list:
-    """Run a node on the host with its numpy reference (applying a fused activation)."""
-    with np.errstate(all="ignore"):
-        outs = list(plan_op.reference(node, list(arrays)))
+    """Run a node on the host with its numpy reference (applying a fused activation). An
+    error that is not spawnml's (numpy refusing inconsistent shapes the op's checks let
+    through) becomes an InvalidModelError naming the node."""
+    try:
+        with np.errstate(all="ignore"):
+            outs = list(plan_op.reference(node, list(arrays)))
+    except (SpawnMLError, MemoryError):
+        raise
+    except Exception as exc:
+        shapes = [None if a is None else list(np.shape(a)) for a in arrays]
+        raise InvalidModelError(
+            f"{node.describe()}: cannot compute on inputs of shapes {shapes}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
     if FUSED_ATTR in node.attrs:
         outs[0] = apply_fused_activation(node, outs[0])
     return outs
@@ -225,9 +236,16 @@ def specialise(
         ins = [infos.get(n) if n else None for n in node.inputs]
         vals = [consts.get(n) if n else None for n in node.inputs]
         inferred = _infer_first(op, node, ins, vals, max_tensor_bytes)
+        refused = inferred if isinstance(inferred, SpawnMLError) else None
+        inferred = None if refused is not None else inferred
         folded = None
         if inferred is None or _static_bytes(inferred) <= FOLD_LIMIT:
-            folded = _fold(op, node, ins, vals)
+            try:
+                folded = _fold(op, node, ins, vals)
+            except SpawnMLError:
+                if refused is not None:  # the reason inference gave is the better one
+                    raise refused from None
+                raise
         if folded is not None:
             if len(folded) < len([o for o in node.outputs if o]):
                 raise InvalidModelError(f"{node.describe()}: produced {len(folded)} outputs")
@@ -269,14 +287,15 @@ def _check_declared_outputs(graph: Graph, infos: dict[str, TensorInfo | None]) -
 
 
 def _infer_first(op: OpDef, node: Node, ins: list[TensorInfo | None],
-                 vals: list[np.ndarray | None], limit: int | None) -> list[TensorInfo] | None:
+                 vals: list[np.ndarray | None],
+                 limit: int | None) -> list[TensorInfo] | SpawnMLError:
     """The node's output infos, checked against the tensor limit before anything computes
-    them (folding included); None where inference fails (a node that folds may still
+    them (folding included); the error where inference fails (a node that folds may still
     succeed: its reference decides, as before)."""
     try:
         outs = infer_node(op, node, ins, vals)
-    except SpawnMLError:
-        return None
+    except SpawnMLError as exc:
+        return exc
     check_tensor_sizes(node, outs, limit)
     return outs
 
