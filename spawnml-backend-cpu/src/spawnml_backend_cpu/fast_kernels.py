@@ -259,12 +259,14 @@ class GlobalAveragePool(CpuKernel):
 
 
 class GlobalMaxPool(CpuKernel):
+    """NaN skipped unless all are (fmax), as the op's reference and onnxruntime."""
+
     op_type = "GlobalMaxPool"
     since_version = 1
 
     def build(self, node, inputs, outputs, values) -> Compute:
         axes = tuple(range(2, len(inputs[0].shape)))
-        return lambda a, out: np.max(a[0], axis=axes, keepdims=True, out=out[0])
+        return lambda a, out: np.fmax.reduce(a[0], axis=axes, keepdims=True, out=out[0])
 
 
 class Gemm(CpuKernel):

@@ -9,6 +9,7 @@ import numpy as np
 
 from spawnml.dtypes import DType
 from spawnml.op import kernel_attributes
+from spawnml.registry import find_op
 
 from .fast_kernels import Arrays, Compute, CpuKernel, _known
 
@@ -46,8 +47,9 @@ class Concat(CpuKernel):
 
 
 class Pad(CpuKernel):
-    """Opset 11+ Pad (pads/constant_value/axes inputs), modes constant, reflect, edge;
-    negative pads crop first."""
+    """Opset 11+ Pad (pads/constant_value/axes inputs), modes constant, reflect, edge: the
+    op's own numpy reference (np.pad, with its rules for negative pads) written into the
+    output buffer, without the portable kernel's per-element index arithmetic."""
 
     op_type = "Pad"
     since_version = 11  # 1-10: pads/value attributes; 18 adds the axes input (handled)
@@ -55,37 +57,10 @@ class Pad(CpuKernel):
     dtype_inputs = (0, 2)
 
     def build(self, node, inputs, outputs, values) -> Compute:
-        rank = len(inputs[0].shape)
-        mode = _text(node.attrs.get("mode"), "constant")
-
-        def widths(pads: np.ndarray, axes: np.ndarray | None) -> list[tuple[int, int]]:
-            axes_list = [int(a) % rank for a in axes] if axes is not None else list(range(rank))
-            pads = [int(p) for p in pads]
-            n = len(axes_list)
-            found = [(0, 0)] * rank
-            for i, axis in enumerate(axes_list):
-                found[axis] = (pads[i], pads[i + n])
-            return found
-
-        fixed = None
-        if _known(values, 1) is not None and (
-            len(inputs) < 4 or inputs[3] is None or _known(values, 3) is not None
-        ):
-            fixed = widths(values[1], _known(values, 3))
+        op = find_op(node.domain, node.op_type, node.opset)
 
         def compute(a: Arrays, out: list[np.ndarray]) -> None:
-            pw = fixed or widths(a[1], a[3] if len(a) > 3 else None)
-            x = a[0][
-                tuple(
-                    slice(max(0, -b), x - max(0, -e) or None) for (b, e), x in zip(pw, a[0].shape)
-                )
-            ]
-            pos = [(max(0, b), max(0, e)) for b, e in pw]
-            if mode == "constant":
-                fill = a[2].item() if len(a) > 2 and a[2] is not None and a[2].size else 0.0
-                out[0][...] = np.pad(x, pos, mode="constant", constant_values=fill)
-            else:
-                out[0][...] = np.pad(x, pos, mode=mode)
+            out[0][...] = op.reference(node, a)[0]
 
         return compute
 

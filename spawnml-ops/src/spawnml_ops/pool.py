@@ -41,8 +41,9 @@ def pool_nd(
     pads_end: tuple, dil: tuple, mode: int, include_pad: bool, p: float, lowest: float,
     fp: bool,
 ):
-    """mode 0 max (NaN taps skipped), 1 average, 2 Lp (p) over one window; pads beyond the
-    input are skipped (average counts them when ``include_pad``, never the ceil_mode area)."""
+    """mode 0 max (NaN taps skipped; NaN when every tap is), 1 average, 2 Lp (p) over one
+    window; pads beyond the input are skipped (average counts them when ``include_pad``,
+    never the ceil_mode area)."""
     xb = out.index[0] * x.strides[0] + out.index[1] * x.strides[1]
     sz = xsp[1] * xsp[2]
     sy = xsp[2]
@@ -51,6 +52,8 @@ def pool_nd(
     ox = spatial_index(out, 2, nsp) * strides[2] - pads[2]
     if mode == 0:
         best = cast(lowest, out.dtype)
+        seen = False  # a tap inside the input
+        real = False  # a tap that is not NaN
         for kz in range(ksp[0]):
             iz = oz + kz * dil[0]
             for ky in range(ksp[1]):
@@ -59,9 +62,14 @@ def pool_nd(
                     ix = ox + kx * dil[2]
                     if 0 <= iz < xsp[0] and 0 <= iy < xsp[1] and 0 <= ix < xsp[2]:
                         v = x.flat[xb + iz * sz + iy * sy + ix]
+                        seen = True
                         if fp:  # NaN taps are skipped, as onnx.reference and onnxruntime do
+                            real = real or not isnan(v)
                             v = cast(lowest, out.dtype) if isnan(v) else v
                         best = max(best, v)
+        if fp:
+            if seen and not real:  # every tap NaN: NaN, as onnxruntime
+                return cast(math.nan, out.dtype)
         return best
     acc = 0.0
     count = 0.0
@@ -131,13 +139,21 @@ def max_pool_indices(
 
 
 @kernel
-def global_pool(x: Tensor, out: Output, size: int, mode: int, p: float, lowest: float):
-    """Global max / average / Lp over each (n, c) plane of ``size`` contiguous elements."""
+def global_pool(x: Tensor, out: Output, size: int, mode: int, p: float, lowest: float,
+                fp: bool):
+    """Global max (NaN skipped unless all are, as onnxruntime) / average / Lp over each
+    (n, c) plane of ``size`` contiguous elements."""
     base = out.flat * size
     if mode == 0:
-        best = cast(lowest, out.dtype)
-        for k in range(size):
-            best = max(best, x.flat[base + k])
+        if size == 0:
+            return cast(lowest, out.dtype)
+        best = x.flat[base]
+        for k in range(1, size):
+            v = x.flat[base + k]
+            if fp:
+                best = v if isnan(best) or v > best else best
+            else:
+                best = max(best, v)
         return best
     acc = 0.0
     for k in range(size):
@@ -211,9 +227,14 @@ class _Pool(OpDef):
         inside = pad_mask(ins, win, include_pad=False)
         if self.mode == MAX:
             lowest = np.asarray(lowest_value(DType(str(x.dtype))), x.dtype)
-            if x.dtype.kind == "f":  # NaN taps are skipped (onnx.reference, onnxruntime)
-                inside = inside & ~np.isnan(taps)
+            all_nan = None
+            if x.dtype.kind == "f":  # NaN taps skipped, NaN when all are (onnxruntime)
+                nan = inside & np.isnan(taps)
+                inside = inside & ~nan
+                all_nan = nan.any(axis=axes) & ~inside.any(axis=axes)
             y = np.where(inside, taps, lowest).max(axis=axes)
+            if all_nan is not None:
+                y = np.where(all_nan, np.nan, y)
             outs = [y.astype(x.dtype)]
             if len(node.outputs) > 1 and node.outputs[1]:
                 outs.append(self._indices(node, x, win, taps, inside, axes))
@@ -370,8 +391,8 @@ class _GlobalPool(OpDef):
     def reference(self, node, inputs) -> list[np.ndarray]:
         x = inputs[0]
         axes = tuple(range(2, x.ndim))
-        if self.mode == MAX:
-            return [x.max(axis=axes, keepdims=True)]
+        if self.mode == MAX:  # NaN skipped unless all are (onnxruntime's GlobalMaxPool)
+            return [np.fmax.reduce(x, axis=axes, keepdims=True)]
         t = x.astype(np.float64)
         if self.mode == AVG:
             return [t.mean(axis=axes, keepdims=True).astype(x.dtype)]
@@ -382,7 +403,8 @@ class _GlobalPool(OpDef):
         shape = static_shape(inputs[0])
         low = Lowering()
         low.launch(global_pool, [In(0)], Out(0), size=int(np.prod(shape[2:])), mode=self.mode,
-                   p=float(self._p(node)), lowest=lowest_value(inputs[0].dtype))
+                   p=float(self._p(node)), lowest=lowest_value(inputs[0].dtype),
+                   fp=inputs[0].dtype.is_float)
         return low
 
     def cases(self) -> list[OpCase]:
