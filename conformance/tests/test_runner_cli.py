@@ -66,7 +66,7 @@ def test_spawnml_conformance_runs_through_the_spawnml_cli(sample_registry, tmp_p
     assert status == 0, out
     assert out.rstrip().endswith("result: passed")
     peak = re.search(r"^peak memory: (\d+) MiB resident", out, re.MULTILINE)
-    assert peak and 0 < int(peak.group(1)) < 2048, out  # the process's ru_maxrss
+    assert peak and int(peak.group(1)) > 0, out  # this (pytest) process's ru_maxrss
     cells = json.loads(matrix.read_text())["sections"]["operators"]
     assert set(cells) == {"Relu"} and cells["Relu"]["cpu"]["status"] == PASS
 
