@@ -25,6 +25,7 @@ TRAITS = TargetTraits(
     intrinsics={**GPU_C_MATH, ("abs", "signed"): "(({t})abs({0}))",  # abs(int) is uint in C
                 ("round_f16", "f32"): "sp_round_f16({0})"},
     bitcasts=bitcasts("as_{dst}({0})"),
+    vector_width=4,
 )
 
 

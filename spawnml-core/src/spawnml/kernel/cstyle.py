@@ -100,6 +100,13 @@ class CStyleRenderer(Renderer):
     half_store: ClassVar[str | None] = None
     f16_extension: ClassVar[str] = ""  # prelude enabling f16 arithmetic
     f16_helpers: ClassVar[str] = ""  # prelude defining the f16 emulation helpers
+    # vectors (targets whose traits set ``vector_width``; see ``spawnml.kernel.vectorize``)
+    vector_type: ClassVar[str] = "{t}{n}"
+    vector_compose: ClassVar[str] = "({vt})({xs})"  # also a splat, with one value
+    vector_load: ClassVar[str] = "vload{n}(0, {ptr} + {index})"
+    vector_store: ClassVar[str] = "vstore{n}({value}, 0, {ptr} + {index});"
+    lane_access: ClassVar[str] = "{v}.s{j:x}"
+    _lanes: ClassVar[dict[str, str]] = {}  # lane variable -> its spelling (per kernel printed)
 
     # ------------------------------------------------------------------ names and types
     def type_name(self, t: ScalarType) -> str:
@@ -223,7 +230,8 @@ class CStyleRenderer(Renderer):
         return text, PREC_UNARY if text.startswith("-") else PREC_ATOM
 
     def visit_Var(self, e: ir.Var) -> tuple[str, int]:
-        return self.var_name(e.name), PREC_ATOM
+        lane = self._lanes.get(e.name)
+        return (lane if lane is not None else self.var_name(e.name)), PREC_ATOM
 
     def visit_GlobalIndex(self, e: ir.GlobalIndex) -> tuple[str, int]:
         return self.gid_name, PREC_ATOM
@@ -272,6 +280,43 @@ class CStyleRenderer(Renderer):
         if tpl is not None:
             return tpl.format(*args, t=self.type_name(t))
         return f"{function_name(e.fn, t)}({', '.join(args)})"
+
+    # ------------------------------------------------------------------ vectors
+    def vector_type_name(self, e: ir.VecExpr | ir.VectorVar, n: int | None = None) -> str:
+        return self.vector_type.format(t=self.type_name(e.type), n=n or e.lanes)  # type: ignore[union-attr]
+
+    def compose(self, e: ir.VecExpr, parts: list[str]) -> str:
+        return self.vector_compose.format(vt=self.vector_type_name(e), xs=", ".join(parts))
+
+    def visit_VecRef(self, e: ir.VecRef) -> tuple[str, int]:
+        return self.var_name(e.name), PREC_ATOM
+
+    def visit_VecSplat(self, e: ir.VecSplat) -> tuple[str, int]:
+        return self.compose(e, [self.text(e.x)]), PREC_ATOM
+
+    def visit_VecLanes(self, e: ir.VecLanes) -> tuple[str, int]:
+        return self.compose(e, [self.text(x) for x in e.xs]), PREC_ATOM
+
+    def visit_VecLoad(self, e: ir.VecLoad) -> tuple[str, int]:
+        ptr = self.input_name(self.kernel, e.buffer)
+        text = self.vector_load.format(n=e.lanes, ptr=ptr, index=self.wrap(e.index, PREC_ADD),
+                                       vt=self.vector_type_name(e))
+        return text, PREC_ATOM
+
+    def visit_VecBinary(self, e: ir.VecBinary) -> tuple[str, int]:
+        return f"({self.text(e.a)} {BINARY[e.op][0]} {self.text(e.b)})", PREC_ATOM
+
+    def visit_VecAssign(self, s: ir.VecAssign, in_function: bool) -> list[str]:
+        return [f"{self.var_name(s.name)} = {self.text(s.value)};"]
+
+    def visit_VecStore(self, s: ir.VecStore, in_function: bool) -> list[str]:
+        return [self.vector_store.format(n=s.value.lanes, value=self.text(s.value),
+                                         ptr=self.out_name, index=self.wrap(s.index, PREC_ADD))]
+
+    def vector_decl(self, v: ir.VectorVar) -> str:
+        zero = self.vector_compose.format(vt=self.vector_type_name(v, len(v.lane_names)),
+                                          xs=self.literal(0, v.type))
+        return f"{self.vector_type_name(v, len(v.lane_names))} {self.var_name(v.name)} = {zero};"
 
     # ------------------------------------------------------------------ statements
     def var_decl(self, v: ir.Var) -> str:
@@ -351,6 +396,7 @@ class CStyleRenderer(Renderer):
 
     def render_function(self, f: ir.Function) -> str:
         self.kernel = None  # type: ignore[assignment]
+        self._lanes = {}
         lines = [self.function_header(f)]
         lines += [self.indent_unit + self.var_decl(v) for v in f.locals]
         lines += self.block(f.body, 1, in_function=True)
@@ -360,11 +406,16 @@ class CStyleRenderer(Renderer):
     def print_kernel(self, k: ir.KernelIR) -> str:
         functions = [self.render_function(f) for f in k.functions]
         self.kernel = k
+        self._lanes = {
+            lane: self.lane_access.format(v=self.var_name(v.name), j=j)
+            for v in k.vectors for j, lane in enumerate(v.lane_names)
+        }
         lines = [*self.directives(k), f"// {k.name} from {k.source} [{k.key}]"]
         lines += [*self.prelude(k), *functions]
         lines += self.kernel_header(k)
         lines += [self.indent_unit + x for x in self.kernel_prologue(k)]
         lines += [self.indent_unit + self.var_decl(v) for v in k.locals]
+        lines += [self.indent_unit + self.vector_decl(v) for v in k.vectors]
         lines += self.block(k.body, 1, in_function=False)
         lines.append("}")
         return "\n".join(lines) + "\n"

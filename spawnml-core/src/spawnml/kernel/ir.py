@@ -195,6 +195,83 @@ class Return(Stmt):
     value: Expr
 
 
+# ----------------------------------------------------------------------------- vectors
+# Produced only by ``spawnml.kernel.vectorize`` right before printing, for targets whose
+# traits declare vector arithmetic; no pass before it sees them. A vector has ``lanes``
+# elements of one scalar type; lane ``j`` of a vector variable is the scalar variable that
+# copy ``j`` of a register tile used (``KernelIR.vectors`` maps them).
+
+
+@dataclass(frozen=True)
+class VecExpr:
+    type: ScalarType  # the lane type
+    lanes: int
+
+
+@dataclass(frozen=True)
+class VecRef(VecExpr):
+    """The vector variable ``name``."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class VecSplat(VecExpr):
+    """Every lane the scalar ``x``."""
+
+    x: Expr
+
+
+@dataclass(frozen=True)
+class VecLanes(VecExpr):
+    """Lane ``j`` the scalar ``xs[j]``."""
+
+    xs: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class VecLoad(VecExpr):
+    """Elements ``index`` .. ``index + lanes - 1`` of input ``buffer`` (``index`` scalar i32)."""
+
+    buffer: int
+    index: Expr
+
+
+@dataclass(frozen=True)
+class VecBinary(VecExpr):
+    """Lane-wise arithmetic (``Op.ADD``/``SUB``/``MUL``/``DIV``)."""
+
+    op: Op
+    a: VecExpr
+    b: VecExpr
+
+
+@dataclass(frozen=True)
+class VecAssign(Stmt):
+    """Vector variable ``name`` = ``value`` (a ``VecExpr``); printed only by targets whose
+    traits set ``vector_width`` above 1, like ``VecStore``."""
+
+    name: str
+    value: VecExpr
+
+
+@dataclass(frozen=True)
+class VecStore(Stmt):
+    """Write output elements ``index`` .. ``index + lanes - 1`` (``vector_width`` targets)."""
+
+    index: Expr
+    value: VecExpr
+
+
+@dataclass(frozen=True)
+class VectorVar:
+    """A vector variable and the scalar variables that are its lanes, in lane order."""
+
+    name: str
+    type: ScalarType
+    lane_names: tuple[str, ...]
+
+
 # ----------------------------------------------------------------------------- containers
 
 
@@ -248,6 +325,11 @@ class KernelIR:
     tile: tuple[int, ...] = ()
     """Outputs per invocation along each output axis (``spawnml.kernel.tile``); empty: one.
     A tiled kernel's ``GlobalIndex`` numbers the invocations and it writes with ``Store``."""
+    lane_groups: tuple[tuple[str, ...], ...] = field(default=(), compare=False)
+    """Set by the tile: per variable and block row, the names its copies along the innermost
+    tiled axis use, in order (candidates for vectors; see ``spawnml.kernel.vectorize``)."""
+    vectors: tuple[VectorVar, ...] = field(default=(), compare=False)
+    """Vector variables (``spawnml.kernel.vectorize``); their lanes are not in ``locals``."""
 
     @property
     def size(self) -> int:

@@ -19,6 +19,7 @@ from . import ir
 from .passes import Slots, lower
 from .traits import TargetTraits
 from .types import ScalarType
+from .vectorize import vectorize
 from .visitor import Visitor
 
 
@@ -71,7 +72,10 @@ class Renderer(Visitor):
 
     def render(self, k: ir.KernelIR) -> str:
         """The complete source of one specialised kernel."""
-        return self.print_kernel(self.lower(k))
+        lowered = self.lower(k)
+        if self.traits.vector_width > 1 and lowered.lane_groups:
+            lowered = vectorize(lowered, self.traits.vector_width, self.storage_dtype)
+        return self.print_kernel(lowered)
 
     def print_kernel(self, k: ir.KernelIR) -> str:  # pragma: no cover - abstract
         """Source text of a lowered kernel (its polyfills in ``k.functions``)."""

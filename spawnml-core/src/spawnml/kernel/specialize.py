@@ -15,12 +15,17 @@ from typing import Any
 
 import numpy as np
 
+from ..backend import trim_lru
 from ..errors import KernelTypeError
 from . import ir
 from .frontend import Helper, Kernel
 from .spec_stmts import Specializer as _Specializer
 from .spec_support import _body_without_docstring, _is_const, _Promote, _Scope, _spec_of
 from .types import ScalarType, compute_type
+
+#: Specialisations a kernel keeps (least recently used dropped first): one per distinct
+#: shape/dtype/constant combination, so a session fed many shapes stays bounded.
+MAX_SPECIALISATIONS = 256
 
 # ---------------------------------------------------------------------------- entry point
 
@@ -121,7 +126,9 @@ def specialize(
         tuple(sorted((n, repr(v)) for n, v in values.items())),
     )
     with k._lock:
-        cached = k._cache.get(cache_key)
+        cached = k._cache.pop(cache_key, None)
+        if cached is not None:
+            k._cache[cache_key] = cached  # most recently used last
     if cached is not None:
         return cached
     runtime: set[str] = set()
@@ -146,6 +153,7 @@ def specialize(
     )
     with k._lock:
         k._cache[cache_key] = result
+        trim_lru(k._cache, MAX_SPECIALISATIONS)
     return result
 
 

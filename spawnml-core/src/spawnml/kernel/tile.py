@@ -452,6 +452,19 @@ class _Jam:
         return out
 
 
+def _lane_groups(jam: _Jam, lanes: int) -> tuple[tuple[str, ...], ...]:
+    """The names of every variable's copies along the innermost tiled axis, per block row,
+    where the ``lanes`` copies of the row hold distinct values (copy ``c`` is lane
+    ``c % lanes`` of row ``c // lanes``: the copies run over the tile in row-major order)."""
+    out = []
+    for var in jam.types:
+        for row in range(jam.n // lanes):
+            names = tuple(jam.name(var, row * lanes + j) for j in range(lanes))
+            if len(set(names)) == lanes:
+                out.append(names)
+    return tuple(out)
+
+
 def tile_kernel(k: ir.KernelIR, tile: Sequence[int], interleave: bool = False) -> ir.KernelIR:
     """``k`` computing a block of ``tile[d]`` outputs along each output axis ``d`` per
     invocation (see the module docstring); ``k`` itself when it is not in a tileable form
@@ -525,6 +538,7 @@ def tile_kernel(k: ir.KernelIR, tile: Sequence[int], interleave: bool = False) -
         locals=(*base, *untouched, *assigned),
         body=(*prologue, *merged),
         tile=tile,
+        lane_groups=() if spread else _lane_groups(jam, tile[inner]),
         key=f"{k.key}@t{'x'.join(map(str, tile))}{'i' if spread else ''}" if k.key else "",
     )
 

@@ -55,6 +55,9 @@ class TargetTraits:
     bindings, packed when too few) or ``"texture"`` (texture units, packed when too few).
     Device limits (slots, ``max_loop_iterations``) are the backend's capabilities, checked
     by ``Backend.compile`` and the slot assignment (``spawnml.kernel.slots``)."""
+    vector_width: int = 1
+    """Lanes of the widest f32 vector the target computes with natively (OpenCL ``float4``):
+    above 1, a register tile's innermost copies become vectors (``spawnml.kernel.vectorize``)."""
     rules: PatternMatcher | None = None
     """The target's own rewrites, run last (tinygrad's ``extra_matcher``)."""
 

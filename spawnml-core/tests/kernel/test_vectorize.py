@@ -1,0 +1,165 @@
+"""Vectors from register tiles (spawnml.kernel.vectorize): a tile's innermost copies become
+vector lanes only where that computes exactly what the copies did.
+
+The class under test is "lanes that are not neighbours": indices whose distance between
+lanes changes in a loop or differs between branches, clamped edges, transposed reads,
+non-f32 types, helper calls. Each runs on OpenCL (the target with ``vector_width`` 4) and is
+compared with numpy; the vector form is asserted where it must appear, so a vectoriser that
+quietly gave up would fail too.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spawnml import get_available_backends, get_backend
+from spawnml.kernel import Output, Tensor, ir, kernel
+from spawnml.kernel.tile import tile_kernel
+from spawnml.kernel.vectorize import vectorize
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_tile import _run, matmul
+
+pytestmark = pytest.mark.skipif("opencl" not in get_available_backends(),
+                                reason="OpenCL (PoCL) is not available")
+
+
+@kernel
+def matmul_bt(a: Tensor, b: Tensor, out: Output):
+    """B read transposed: neighbouring lanes read elements ``K`` apart."""
+    i, j = out.index
+    acc = 0.0
+    for k in range(a.shape[1]):
+        acc = acc + a[i, k] * b[j, k]
+    return acc
+
+
+@kernel
+def drift(a: Tensor, out: Output):
+    """The lanes' read positions start one apart and drift further apart each iteration."""
+    i, j = out.index
+    acc = 0.0
+    p = i * 3 + j
+    for _ in range(4):
+        acc = acc + a.flat[p]
+        p = p + j
+    return acc
+
+
+@kernel
+def branchy(a: Tensor, out: Output):
+    """Neighbours in one branch, ``j`` apart in the other (the branch agrees across lanes)."""
+    i, j = out.index
+    p = 0
+    if i % 2 == 0:
+        p = i * 8 + j
+    else:
+        p = i * 8 + j * 2
+    return a.flat[p] * 2.0 + a.flat[p + 1]
+
+
+@kernel
+def with_max(a: Tensor, b: Tensor, out: Output):
+    i, j = out.index
+    acc = 0.0
+    for k in range(a.shape[1]):
+        acc = acc + a[i, k] * b[k, j]
+    return max(acc, 0.0)
+
+
+def _ref_drift(a: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    out = np.zeros(shape, np.float32)
+    flat = a.reshape(-1)
+    for i in range(shape[0]):
+        for j in range(shape[1]):
+            p, acc = i * 3 + j, np.float32(0)
+            for _ in range(4):
+                acc += flat[p]
+                p += j
+            out[i, j] = acc
+    return out
+
+
+def _ref_branchy(a: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    flat = a.reshape(-1)
+    out = np.zeros(shape, np.float32)
+    for i in range(shape[0]):
+        for j in range(shape[1]):
+            p = i * 8 + j if i % 2 == 0 else i * 8 + j * 2
+            out[i, j] = flat[p] * 2 + flat[p + 1]
+    return out
+
+
+rng = np.random.default_rng(3)
+A = rng.standard_normal((12, 9)).astype(np.float32)
+B = np.abs(rng.standard_normal((9, 16))).astype(np.float32)
+BT = np.ascontiguousarray(B.T)
+A13 = rng.standard_normal((13, 9)).astype(np.float32)
+B11 = rng.standard_normal((9, 11)).astype(np.float32)
+FLAT = rng.standard_normal(200).astype(np.float32)
+
+CASES = {
+    "matmul": (matmul, [A, B], (12, 16), lambda: A @ B, True),
+    "clamped_edges": (matmul, [A13, B11], (13, 11), lambda: A13 @ B11, True),
+    "transposed": (matmul_bt, [A, BT], (12, 16), lambda: A @ B, True),
+    "drift": (drift, [FLAT], (8, 8), lambda: _ref_drift(FLAT, (8, 8)), True),
+    "branchy": (branchy, [FLAT], (8, 8), lambda: _ref_branchy(FLAT, (8, 8)), False),
+    "helper_call": (with_max, [A, -B], (12, 16), lambda: np.maximum(A @ -B, 0), True),
+}
+
+
+def _tiled(name: str) -> tuple[object, ir.KernelIR, list[np.ndarray], np.ndarray]:
+    k, arrays, shape, ref, _ = CASES[name]
+    spec = k.specialize([(a.shape, "float32") for a in arrays], (shape, "float32"))
+    return k, tile_kernel(spec, (4, 4)), arrays, ref()
+
+
+def _source(spec: ir.KernelIR) -> str:
+    backend = get_backend("opencl")
+    return backend.renderer.render(spec)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_vectorised_tile_matches_numpy(case):
+    k, tiled, arrays, ref = _tiled(case)
+    assert "float4" in _source(tiled) or not CASES[case][4]
+    got = _run("opencl", k, tiled, arrays)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_a_contiguous_gemm_uses_vector_loads_stores_and_arithmetic():
+    _, tiled, _, _ = _tiled("matmul")
+    source = _source(tiled)
+    assert source.count("vload4(") == 1  # one row of B per k, for the 4 rows of the tile
+    assert source.count("vstore4(") == 4
+    assert "(float4)(" in source and "_v4 = (" in source
+
+
+def test_lanes_whose_distance_drifts_in_a_loop_are_not_loaded_as_neighbours():
+    _, tiled, _, _ = _tiled("drift")
+    assert "vload4(" not in _source(tiled)
+
+
+def test_lanes_a_transpose_apart_are_gathered_not_loaded_as_neighbours():
+    _, tiled, _, _ = _tiled("transposed")
+    source = _source(tiled)
+    assert "vload4(in_b" not in source and "float4" in source
+
+
+def test_stores_of_clamped_edges_stay_scalar():
+    _, tiled, _, _ = _tiled("clamped_edges")
+    lowered = get_backend("opencl").renderer.lower(tiled)
+    vec = vectorize(lowered, 4)
+    assert not any(isinstance(s, ir.VecStore) for s in ir.walk_stmts(vec.body))
+    assert any(isinstance(s, ir.VecAssign) for s in ir.walk_stmts(vec.body))
+
+
+def test_narrow_targets_and_untiled_kernels_are_left_alone():
+    _, tiled, _, _ = _tiled("matmul")
+    assert vectorize(tiled, 1) is tiled  # width 1: no vectors
+    spec = matmul.specialize([(A.shape, "float32"), (B.shape, "float32")], ((12, 16), "float32"))
+    assert vectorize(spec, 4) is spec  # no tile, no lanes
