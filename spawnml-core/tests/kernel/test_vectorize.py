@@ -17,12 +17,13 @@ import numpy as np
 import pytest
 
 from spawnml import get_available_backends, get_backend
+from spawnml.errors import InvalidInputError
 from spawnml.kernel import Output, Tensor, ir, kernel
 from spawnml.kernel.tile import tile_kernel
 from spawnml.kernel.vectorize import vectorize
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_tile import _run, matmul
+from test_tile import _ref_conv, _run, conv2d, matmul
 
 pytestmark = pytest.mark.skipif("opencl" not in get_available_backends(),
                                 reason="OpenCL (PoCL) is not available")
@@ -101,6 +102,8 @@ BT = np.ascontiguousarray(B.T)
 A13 = rng.standard_normal((13, 9)).astype(np.float32)
 B11 = rng.standard_normal((9, 11)).astype(np.float32)
 FLAT = rng.standard_normal(200).astype(np.float32)
+X = rng.standard_normal((3, 9, 14)).astype(np.float32)
+W = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
 
 CASES = {
     "matmul": (matmul, [A, B], (12, 16), lambda: A @ B, True),
@@ -109,13 +112,16 @@ CASES = {
     "drift": (drift, [FLAT], (8, 8), lambda: _ref_drift(FLAT, (8, 8)), True),
     "branchy": (branchy, [FLAT], (8, 8), lambda: _ref_branchy(FLAT, (8, 8)), False),
     "helper_call": (with_max, [A, -B], (12, 16), lambda: np.maximum(A @ -B, 0), True),
+    "padded_conv": (conv2d, [X, W], (8, 9, 14), lambda: _ref_conv(X, W, 1, 1), True),
 }
+CONSTS = {"padded_conv": {"pad": 1, "stride": 1}}
 
 
 def _tiled(name: str) -> tuple[object, ir.KernelIR, list[np.ndarray], np.ndarray]:
     k, arrays, shape, ref, _ = CASES[name]
-    spec = k.specialize([(a.shape, "float32") for a in arrays], (shape, "float32"))
-    return k, tile_kernel(spec, (4, 4)), arrays, ref()
+    spec = k.specialize([(a.shape, "float32") for a in arrays], (shape, "float32"),
+                        **CONSTS.get(name, {}))
+    return k, tile_kernel(spec, (4, 4) if len(shape) == 2 else (4, 1, 4)), arrays, ref()
 
 
 def _source(spec: ir.KernelIR) -> str:
@@ -139,6 +145,15 @@ def test_a_contiguous_gemm_uses_vector_loads_stores_and_arithmetic():
     assert "(float4)(" in source and "_v4 = (" in source
 
 
+def test_a_padded_convolution_runs_vectors_inside_and_each_lane_at_the_edges():
+    """One padding test per lane becomes: every lane inside -> one vector load, else the
+    lanes' own tests (lane writes)."""
+    _, tiled, _, _ = _tiled("padded_conv")
+    source = _source(tiled)
+    assert "vload4(0, in_x" in source and "} else {" in source
+    assert "_v4.s3 = in_x[" in source
+
+
 def test_lanes_whose_distance_drifts_in_a_loop_are_not_loaded_as_neighbours():
     _, tiled, _, _ = _tiled("drift")
     assert "vload4(" not in _source(tiled)
@@ -150,12 +165,15 @@ def test_lanes_a_transpose_apart_are_gathered_not_loaded_as_neighbours():
     assert "vload4(in_b" not in source and "float4" in source
 
 
-def test_stores_of_clamped_edges_stay_scalar():
+def test_blocks_at_an_edge_the_tile_does_not_divide_overlap_and_stay_vectors():
+    """13 x 11 under a 4 x 4 tile: the last block of each axis starts 4 before the end, so
+    its elements stay neighbours (vector loads and stores) and nothing is read past the end."""
     _, tiled, _, _ = _tiled("clamped_edges")
     lowered = get_backend("opencl").renderer.lower(tiled)
     vec = vectorize(lowered, 4)
-    assert not any(isinstance(s, ir.VecStore) for s in ir.walk_stmts(vec.body))
-    assert any(isinstance(s, ir.VecAssign) for s in ir.walk_stmts(vec.body))
+    assert sum(isinstance(s, ir.VecStore) for s in ir.walk_stmts(vec.body)) == 4
+    assert any(isinstance(s, ir.VecAssign) and isinstance(s.value, ir.VecLoad)
+               for s in ir.walk_stmts(vec.body))
 
 
 def test_narrow_targets_and_untiled_kernels_are_left_alone():
@@ -163,3 +181,12 @@ def test_narrow_targets_and_untiled_kernels_are_left_alone():
     assert vectorize(tiled, 1) is tiled  # width 1: no vectors
     spec = matmul.specialize([(A.shape, "float32"), (B.shape, "float32")], ((12, 16), "float32"))
     assert vectorize(spec, 4) is spec  # no tile, no lanes
+
+
+def test_spawnml_vectorize_turns_vectors_off_and_rejects_other_values(monkeypatch):
+    _, tiled, _, _ = _tiled("matmul")
+    monkeypatch.setenv("SPAWNML_VECTORIZE", "0")
+    assert "float4" not in _source(tiled)
+    monkeypatch.setenv("SPAWNML_VECTORIZE", "yes")
+    with pytest.raises(InvalidInputError, match="SPAWNML_VECTORIZE must be 0"):
+        _source(tiled)

@@ -323,7 +323,8 @@ class CStyleRenderer(Renderer):
         return f"{self.type_name(v.type)} {self.var_name(v.name)} = {self.literal(0, v.type)};"
 
     def assign(self, var: ir.Var, value: str) -> str:
-        return f"{self.var_name(var.name)} = {value};"
+        lane = self._lanes.get(var.name)  # one lane of a vector variable
+        return f"{lane if lane is not None else self.var_name(var.name)} = {value};"
 
     def for_header(self, s: ir.For) -> str:
         v = self.var_name(s.var.name)

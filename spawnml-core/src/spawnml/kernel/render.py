@@ -19,7 +19,7 @@ from . import ir
 from .passes import Slots, lower
 from .traits import TargetTraits
 from .types import ScalarType
-from .vectorize import vectorize
+from .vectorize import vector_width, vectorize
 from .visitor import Visitor
 
 
@@ -73,8 +73,9 @@ class Renderer(Visitor):
     def render(self, k: ir.KernelIR) -> str:
         """The complete source of one specialised kernel."""
         lowered = self.lower(k)
-        if self.traits.vector_width > 1 and lowered.lane_groups:
-            lowered = vectorize(lowered, self.traits.vector_width, self.storage_dtype)
+        width = vector_width(self.traits.vector_width)
+        if width > 1 and lowered.lane_groups:
+            lowered = vectorize(lowered, width, self.storage_dtype)
         return self.print_kernel(lowered)
 
     def print_kernel(self, k: ir.KernelIR) -> str:  # pragma: no cover - abstract

@@ -12,8 +12,10 @@ whose condition differs between copies is emitted once per group of copies that 
 
 Every copy performs exactly the operations of the original invocation, in the same order,
 so results are those of the untiled kernel (up to how a target's C compiler contracts
-``a * b + c``). An axis whose extent the tile does not divide is clamped (the last block
-recomputes and re-stores its last element), so no copy ever reads or writes past the tensors.
+``a * b + c``). Along an axis whose extent the tile does not divide, the last block starts
+``tile`` elements before the end, overlapping the block before it (both compute the shared
+elements, identically), so no copy ever reads or writes past the tensors and a block's
+elements stay neighbours. Interleaved blocks clamp each element instead.
 
 :func:`plan_tile` chooses the block from the kernel itself: among the output axes along
 which some load inside a loop is invariant (the reuse a register tile buys), the block of
@@ -502,6 +504,8 @@ def tile_kernel(k: ir.KernelIR, tile: Sequence[int], interleave: bool = False) -
             e = ir.Const(I32, 0)
         if tile[d] != 1 and not (spread and d == inner):
             e = ir.Binary(I32, Op.MUL, e, ir.Const(I32, tile[d]))
+            if shape[d] % tile[d]:  # the last block ends at the edge, overlapping the one before
+                e = ir.Call(I32, "min", (e, ir.Const(I32, shape[d] - tile[d])))
         var = ir.Var(I32, f"tb{d}")
         prologue.append(ir.Assign(line, var, e))
         base.append(var)
@@ -511,7 +515,7 @@ def tile_kernel(k: ir.KernelIR, tile: Sequence[int], interleave: bool = False) -
             return base[d]
         step = grid[d] if spread and d == inner else 1
         e: ir.Expr = ir.Binary(I32, Op.ADD, base[d], ir.Const(I32, j * step))
-        if shape[d] % tile[d]:
+        if spread and d == inner and shape[d] % tile[d]:
             e = ir.Call(I32, "min", (e, ir.Const(I32, shape[d] - 1)))
         return e
 

@@ -11,17 +11,22 @@ vector load and writes neighbouring outputs with one vector store. On CPU-emulat
 
 It runs last, on target-ready IR, for targets whose traits declare ``vector_width``; the
 result computes exactly what the scalar copies did, lane by lane, in the same order. A
-variable becomes a vector only when every assignment to its lanes is such a run and its value
-is vector arithmetic, a vector load or a splat (not a mere gathering of scalars); anything
-else stays scalar, reading single lanes where it needs them.
+variable becomes a vector when some run assigning its lanes is vector arithmetic, a vector
+load or a splat (not a mere gathering of scalars); its other assignments write single lanes,
+and everything else stays scalar, reading single lanes where it needs them. Before that,
+straight-line code is reordered (as its dependences allow) so lanes follow each other, and
+a stretch of one ``If`` per lane becomes "all lanes' conditions hold: the lanes side by
+side, else: as before", so a padded convolution runs as vectors inside the image.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
 
 from ..dtypes import DType
+from ..errors import InvalidInputError
 from . import ir
 from .ir import Op
 from .types import ScalarType
@@ -34,6 +39,18 @@ Strides = dict[tuple[str, ...], int | None]
 when unknown (only integer groups are tracked: they address the loads and stores)."""
 
 
+def vector_width(target_width: int) -> int:
+    """A target's vector width under ``SPAWNML_VECTORIZE``: ``0`` turns vectors off, unset
+    or ``1`` keeps the target's own."""
+    value = os.environ.get("SPAWNML_VECTORIZE", "1").strip()
+    if value not in ("0", "1"):
+        raise InvalidInputError(
+            f"SPAWNML_VECTORIZE must be 0 (scalar copies) or 1 (the target's vectors), not "
+            f"{value!r}"
+        )
+    return target_width if value == "1" else 1
+
+
 def vectorize(k: ir.KernelIR, width: int,
               storage: Callable[[DType], DType] = lambda dt: dt) -> ir.KernelIR:
     """``k`` with its register tile's innermost copies as vectors of up to ``width`` lanes
@@ -43,15 +60,17 @@ def vectorize(k: ir.KernelIR, width: int,
                   and all(n in types for n in g)]
     if not candidates:
         return k
-    runs_ok = _assigned_only_in_runs(k.body, candidates)
-    floats = {g for g in candidates if g in runs_ok and all(types[n] is F32 for n in g)}
+    lane_of = {n: (g, j) for g in candidates for j, n in enumerate(g)}
+    k = dataclasses.replace(k, body=_cluster(_split_lane_branches(k.body, lane_of), lane_of))
+    loop_vars = {s.var.name for s in ir.walk_stmts(k.body) if isinstance(s, ir.For)}
+    floats = {g for g in candidates if all(types[n] is F32 and n not in loop_vars for n in g)}
     ints = [g for g in candidates if types[g[0]] in (ScalarType.i32,)]
     while True:
         v = _Vectorizer(k, floats, ints, storage)
         body = v.block(k.body, {})
-        if not v.rejected:
+        if v.paying == floats:
             break
-        floats -= v.rejected
+        floats &= v.paying
     if not floats and not v.stores:
         return k
     lanes = {n for g in floats for n in g}
@@ -61,39 +80,120 @@ def vectorize(k: ir.KernelIR, width: int,
     )
 
 
+Lane = tuple[tuple[str, ...], int]
+
+
+def _cluster(body: tuple[ir.Stmt, ...], lane_of: dict[str, Lane]) -> tuple[ir.Stmt, ...]:
+    """``body`` with each straight-line stretch reordered, as its data dependences allow, so
+    that the assignments of a group's lanes follow each other (copies that the jam emitted
+    one after another, e.g. from a branch the value ranges removed, become a run)."""
+    out: list[ir.Stmt] = []
+    stretch: list[ir.Stmt] = []
+    for s in body:
+        if isinstance(s, ir.Assign | ir.Store):
+            stretch.append(s)
+            continue
+        out += _schedule(stretch, lane_of)
+        stretch = []
+        if isinstance(s, ir.For):
+            s = dataclasses.replace(s, body=_cluster(s.body, lane_of))
+        elif isinstance(s, ir.If):
+            s = dataclasses.replace(s, then=_cluster(s.then, lane_of),
+                                    orelse=_cluster(s.orelse, lane_of))
+        out.append(s)
+    return tuple(out + _schedule(stretch, lane_of))
+
+
+def _split_lane_branches(body: tuple[ir.Stmt, ...], lane_of: dict[str, Lane]
+                         ) -> tuple[ir.Stmt, ...]:
+    """Each stretch of one ``If`` per lane (the jam emits those where a condition depends on
+    the lane, e.g. a convolution's padding test) as ``if (every lane's condition) {the lanes'
+    statements side by side} else {the Ifs as they were}``: inside a tensor the lanes run as
+    vectors, at its edges as before."""
+    out: list[ir.Stmt] = []
+    i = 0
+    while i < len(body):
+        s = body[i]
+        if isinstance(s, ir.For):
+            out.append(dataclasses.replace(s, body=_split_lane_branches(s.body, lane_of)))
+        elif isinstance(s, ir.If):
+            lanes = _lane_ifs(body[i:], lane_of)
+            if lanes:
+                ifs = body[i:i + lanes]
+                cond = ifs[0].cond  # type: ignore[attr-defined]
+                for other in ifs[1:]:
+                    cond = ir.Binary(ScalarType.bool, Op.AND, cond, other.cond)  # type: ignore[attr-defined]
+                side_by_side = tuple(x for row in zip(*(f.then for f in ifs)) for x in row)  # type: ignore[attr-defined]
+                out.append(ir.If(s.line, cond, side_by_side, ifs))
+                i += lanes
+                continue
+            out.append(dataclasses.replace(s, then=_split_lane_branches(s.then, lane_of),
+                                           orelse=_split_lane_branches(s.orelse, lane_of)))
+        else:
+            out.append(s)
+        i += 1
+    return tuple(out)
+
+
+def _lane_ifs(stmts: Sequence[ir.Stmt], lane_of: dict[str, Lane]) -> int:
+    """How many of the leading statements are one ``If`` per lane of a group: no ``else``,
+    straight-line bodies of equal length whose every assignment at one position assigns the
+    same group's lanes in order (0 when they are not)."""
+    first = stmts[0]
+    if not isinstance(first, ir.If) or first.orelse or not first.then:
+        return 0
+    head = first.then[0]
+    if not isinstance(head, ir.Assign) or head.var.name not in lane_of:
+        return 0
+    group, lane = lane_of[head.var.name]
+    n = len(group)
+    ifs = stmts[:n]
+    if lane != 0 or len(ifs) < n or not all(
+            isinstance(f, ir.If) and not f.orelse and len(f.then) == len(first.then)
+            for f in ifs):
+        return 0
+    for row in zip(*(f.then for f in ifs)):  # type: ignore[attr-defined]
+        if not all(isinstance(x, ir.Assign) and x.var.name in lane_of for x in row):
+            return 0
+        g = lane_of[row[0].var.name][0]  # type: ignore[attr-defined]
+        if tuple(x.var.name for x in row) != g:  # type: ignore[attr-defined]
+            return 0
+    return n
+
+
+def _schedule(stmts: list[ir.Stmt], lane_of: dict[str, Lane]) -> list[ir.Stmt]:
+    """A list schedule of straight-line ``stmts``: the earliest ready statement, except that
+    the next lane of the group just assigned goes first when it is ready."""
+    if len(stmts) < 2 or not any(isinstance(s, ir.Assign) and s.var.name in lane_of
+                                 for s in stmts):
+        return stmts
+    reads = [{e.name for x in ir.stmt_exprs(s) for e in ir.walk_expr(x) if isinstance(e, ir.Var)}
+             for s in stmts]
+    writes = [{s.var.name} if isinstance(s, ir.Assign) else {"<out>"} for s in stmts]
+    deps = [{i for i in range(j) if writes[i] & (reads[j] | writes[j]) or reads[i] & writes[j]}
+            for j in range(len(stmts))]
+    done: set[int] = set()
+    order: list[int] = []
+    last: Lane | None = None
+    while len(order) < len(stmts):
+        pick = None
+        if last is not None and last[1] + 1 < len(last[0]):
+            want = last[0][last[1] + 1]
+            nxt = next((i for i in range(len(stmts)) if i not in done
+                        and isinstance(stmts[i], ir.Assign) and stmts[i].var.name == want), None)  # type: ignore[attr-defined]
+            if nxt is not None and deps[nxt] <= done:
+                pick = nxt
+        if pick is None:
+            pick = next(i for i in range(len(stmts)) if i not in done and deps[i] <= done)
+        done.add(pick)
+        order.append(pick)
+        s = stmts[pick]
+        last = lane_of.get(s.var.name) if isinstance(s, ir.Assign) else None
+    return [stmts[i] for i in order]
+
+
 def _vector_name(group: Sequence[str]) -> str:
     return f"{group[0]}_v{len(group)}"
-
-
-def _assigned_only_in_runs(body: tuple[ir.Stmt, ...], groups: Sequence[tuple[str, ...]]
-                           ) -> set[tuple[str, ...]]:
-    """The groups whose lanes are assigned only by runs: ``len(group)`` consecutive
-    assignments of its lanes in order, in one block (never a loop variable)."""
-    lane_of = {n: (g, j) for g in groups for j, n in enumerate(g)}
-    bad: set[tuple[str, ...]] = set()
-
-    def walk(stmts: tuple[ir.Stmt, ...]) -> None:
-        i = 0
-        while i < len(stmts):
-            s = stmts[i]
-            if isinstance(s, ir.Assign) and s.var.name in lane_of:
-                g, j = lane_of[s.var.name]
-                run = stmts[i:i + len(g)]
-                if j == 0 and _is_run(run, g):
-                    i += len(g)
-                    continue
-                bad.add(g)
-            elif isinstance(s, ir.For):
-                if s.var.name in lane_of:
-                    bad.add(lane_of[s.var.name][0])
-                walk(s.body)
-            elif isinstance(s, ir.If):
-                walk(s.then)
-                walk(s.orelse)
-            i += 1
-
-    walk(body)
-    return set(groups) - bad
 
 
 def _is_run(stmts: Sequence[ir.Stmt], group: Sequence[str]) -> bool:
@@ -124,7 +224,8 @@ def _store_run(stmts: Sequence[ir.Stmt], lanes: int) -> bool:
 
 class _Vectorizer:
     """One pass over the body with a candidate set of vector groups: the new body, the
-    candidates that turned out not to pay (``rejected``) and the vector stores made."""
+    candidates that pay (``paying``: some run of theirs is vector arithmetic, a vector load or
+    a splat) and the vector stores made."""
 
     def __init__(self, k: ir.KernelIR, floats: set[tuple[str, ...]],
                  ints: Sequence[tuple[str, ...]], storage: Callable[[DType], DType]) -> None:
@@ -135,7 +236,7 @@ class _Vectorizer:
         self.ints = set(ints)
         self.f32_inputs = {i for i, b in enumerate(k.inputs) if storage(b.dtype) is DType.float32}
         self.f32_output = storage(k.output.dtype) is DType.float32
-        self.rejected: set[tuple[str, ...]] = set()
+        self.paying: set[tuple[str, ...]] = set()
         self.stores = 0
 
     # -- strides of integer lanes (they index the loads and stores)
@@ -208,8 +309,8 @@ class _Vectorizer:
                         continue
                     if g in self.floats:
                         value = self.vec(values, env)
-                        if isinstance(value, ir.VecLanes):
-                            self.rejected.add(g)
+                        if not isinstance(value, ir.VecLanes):
+                            self.paying.add(g)
                         out.append(ir.VecAssign(s.line, _vector_name(g), value))
                         i += len(g)
                         continue
@@ -265,4 +366,4 @@ def _join(a: int | None, b: int | None) -> int | None:
     return a if a == b else None
 
 
-__all__ = ["vectorize"]
+__all__ = ["vector_width", "vectorize"]
