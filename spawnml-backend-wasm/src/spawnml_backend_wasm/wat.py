@@ -89,7 +89,11 @@ TRAITS = TargetTraits(
         ("isfinite", "float"): "(f32.lt (f32.abs {0}) (f32.const inf))",
     },
     f16_arithmetic=False,  # f16 computes as f32, rounded by the round_f16 polyfill
+    vector_width=4,  # SIMD128: a register tile's innermost copies as f32x4
 )
+# A 2-lane vector lives in the low half of a v128 (its upper lanes are never read).
+_VECTOR_LOAD = {4: "v128.load", 2: "v128.load64_zero"}
+_VECTOR_STORE = {4: "v128.store", 2: "v128.store64_lane 0"}
 """Wasm has only these float operations; every other intrinsic is a kernel-language polyfill."""
 
 
@@ -143,6 +147,7 @@ class WasmRenderer(Renderer):
     name = "wasm"
     traits = TRAITS
     simd: bool = True
+    lanes: dict[str, tuple[str, int]] = {}  # noqa: RUF012 - per kernel: lane -> (vector, lane)
 
     # ------------------------------------------------------------------ module
     def print_kernel(self, k: ir.KernelIR) -> str:
@@ -162,6 +167,9 @@ class WasmRenderer(Renderer):
         )
         locals_ = [f"(local $v_{v.name} {VAL[v.type]})" for v in k.locals]
         resets = [f"(local.set $v_{v.name} {const_text(0, v.type)})" for v in k.locals]
+        self.lanes = {lane: (v.name, j) for v in k.vectors for j, lane in enumerate(v.lane_names)}
+        locals_ += [f"(local $v_{v.name} v128)" for v in k.vectors]
+        resets += [f"(local.set $v_{v.name} (v128.const i32x4 0 0 0 0))" for v in k.vectors]
         body = self.block(k.body)
         vector: list[str] = []
         if self.simd and lane_safe(k, self.storage_dtype):
@@ -195,6 +203,7 @@ class WasmRenderer(Renderer):
     def render_function(self, f: ir.Function) -> str:
         self.kernel = None  # type: ignore[assignment]
         self.temps = []
+        self.lanes = {}
         self.in_function = True
         self.labels = 0
         body = self.block(f.body)
@@ -215,7 +224,40 @@ class WasmRenderer(Renderer):
         return [line for s in stmts for line in self.visit(s)]
 
     def visit_Assign(self, s: ir.Assign) -> list[str]:
+        if s.var.name in self.lanes:  # one lane of a vector
+            vec, j = self.lanes[s.var.name]
+            value = f"(f32x4.replace_lane {j} (local.get $v_{vec}) {self.expr(s.value)})"
+            return [f"(local.set $v_{vec} {value})"]
         return [f"(local.set $v_{s.var.name} {self.expr(s.value)})"]
+
+    # ------------------------------------------------------------------ vectors (f32x4)
+    def visit_VecAssign(self, s: ir.VecAssign) -> list[str]:
+        return [f"(local.set $v_{s.name} {self.expr(s.value)})"]
+
+    def visit_VecStore(self, s: ir.VecStore) -> list[str]:
+        where = self.clamp(self.expr(s.index), self.kernel.output.size - s.value.lanes + 1)
+        op = _VECTOR_STORE[s.value.lanes]
+        return [f"({op} {self.address('$out', where, 2)} {self.expr(s.value)})"]
+
+    def visit_VecRef(self, e: ir.VecRef) -> str:
+        return f"(local.get $v_{e.name})"
+
+    def visit_VecSplat(self, e: ir.VecSplat) -> str:
+        return f"(f32x4.splat {self.expr(e.x)})"
+
+    def visit_VecLanes(self, e: ir.VecLanes) -> str:
+        text = f"(f32x4.splat {self.expr(e.xs[0])})"
+        for j, x in enumerate(e.xs[1:], 1):
+            text = f"(f32x4.replace_lane {j} {text} {self.expr(x)})"
+        return text
+
+    def visit_VecLoad(self, e: ir.VecLoad) -> str:
+        size = self.kernel.inputs[e.buffer].size - e.lanes + 1
+        where = self.address(f"$in{e.buffer}", self.clamp(self.expr(e.index), size), 2)
+        return f"({_VECTOR_LOAD[e.lanes]} {where})"
+
+    def visit_VecBinary(self, e: ir.VecBinary) -> str:
+        return f"(f32x4.{_FLOAT[e.op]} {self.expr(e.a)} {self.expr(e.b)})"
 
     def visit_Return(self, s: ir.Return) -> list[str]:
         if self.in_function:
@@ -295,6 +337,9 @@ class WasmRenderer(Renderer):
         return const_text(e.value, e.type)
 
     def visit_Var(self, e: ir.Var) -> str:
+        if e.name in self.lanes:
+            vec, j = self.lanes[e.name]
+            return f"(f32x4.extract_lane {j} (local.get $v_{vec}))"
         return f"(local.get $v_{e.name})"
 
     def visit_GlobalIndex(self, e: ir.GlobalIndex) -> str:

@@ -27,6 +27,8 @@ from test_tile import _ref_conv, _run, conv2d, matmul
 
 pytestmark = pytest.mark.skipif("opencl" not in get_available_backends(),
                                 reason="OpenCL (PoCL) is not available")
+VECTOR_TARGETS = [b for b in ("opencl", "wasm") if b in get_available_backends()]
+MARK = {"opencl": "float4", "wasm": " v128)"}  # a vector variable in each target's source
 
 
 @kernel
@@ -124,16 +126,16 @@ def _tiled(name: str) -> tuple[object, ir.KernelIR, list[np.ndarray], np.ndarray
     return k, tile_kernel(spec, (4, 4) if len(shape) == 2 else (4, 1, 4)), arrays, ref()
 
 
-def _source(spec: ir.KernelIR) -> str:
-    backend = get_backend("opencl")
-    return backend.renderer.render(spec)
+def _source(spec: ir.KernelIR, backend: str = "opencl") -> str:
+    return get_backend(backend).renderer.render(spec)
 
 
+@pytest.mark.parametrize("backend", VECTOR_TARGETS)
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_vectorised_tile_matches_numpy(case):
+def test_vectorised_tile_matches_numpy(case, backend):
     k, tiled, arrays, ref = _tiled(case)
-    assert "float4" in _source(tiled) or not CASES[case][4]
-    got = _run("opencl", k, tiled, arrays)
+    assert MARK[backend] in _source(tiled, backend) or not CASES[case][4]
+    got = _run(backend, k, tiled, arrays)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
 
 
@@ -190,3 +192,15 @@ def test_spawnml_vectorize_turns_vectors_off_and_rejects_other_values(monkeypatc
     monkeypatch.setenv("SPAWNML_VECTORIZE", "yes")
     with pytest.raises(InvalidInputError, match="SPAWNML_VECTORIZE must be 0"):
         _source(tiled)
+
+
+@pytest.mark.parametrize("backend", VECTOR_TARGETS)
+@pytest.mark.parametrize("tile", [(4, 2), (2, 2), (3, 2)])
+def test_two_lane_vectors_write_only_their_two_elements(backend, tile):
+    """A 2-lane vector on a 4-lane target (Wasm keeps it in half a v128): its store must not
+    touch the neighbouring outputs, which other invocations own."""
+    spec = matmul.specialize([(A.shape, "float32"), (B.shape, "float32")], ((12, 16), "float32"))
+    tiled = tile_kernel(spec, tile)
+    assert MARK[backend].replace("float4", "float2") in _source(tiled, backend)
+    got = _run(backend, matmul, tiled, [A, B])
+    np.testing.assert_allclose(got, A @ B, rtol=1e-5, atol=1e-5)
