@@ -46,7 +46,7 @@ class OpenCLBackend(Backend):
     """OpenCL C kernels on any OpenCL device (GPUs, PoCL on CPUs) through pyopencl."""
 
     name = "opencl"
-    max_tile_outputs = 16
+    max_tile_outputs = 32  # 8 x 4: eight float4 accumulators (see spawnml.kernel.tile)
 
     @classmethod
     def probe(cls) -> BackendInfo:

