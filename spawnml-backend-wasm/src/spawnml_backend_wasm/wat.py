@@ -8,7 +8,8 @@ lets threads split the output range. Lane-safe kernels get a 4-wide SIMD128 loop
 (``spawnml_backend_wasm.simd``) and the scalar loop handles the tail.
 
 Loads clamp their index into the buffer (as the CPU backend's clipped gather does), so a read
-the kernel does not use, such as both sides of a select, can never trap.
+the kernel does not use, such as both sides of a select, can never trap; loads the value
+ranges prove inside their buffer (``Load.in_range``) read directly.
 """
 
 from __future__ import annotations
@@ -253,7 +254,8 @@ class WasmRenderer(Renderer):
 
     def visit_VecLoad(self, e: ir.VecLoad) -> str:
         size = self.kernel.inputs[e.buffer].size - e.lanes + 1
-        where = self.address(f"$in{e.buffer}", self.clamp(self.expr(e.index), size), 2)
+        index = self.expr(e.index) if e.in_range else self.clamp(self.expr(e.index), size)
+        where = self.address(f"$in{e.buffer}", index, 2)
         return f"({_VECTOR_LOAD[e.lanes]} {where})"
 
     def visit_VecBinary(self, e: ir.VecBinary) -> str:
@@ -318,6 +320,8 @@ class WasmRenderer(Renderer):
         size = k.inputs[e.buffer].size
         if isinstance(e.index, ir.GlobalIndex) and k.output.size <= size:
             return "(local.get $gid)"
+        if e.in_range:  # proven by the value ranges
+            return self.expr(e.index)
         return self.clamp(self.expr(e.index), size)
 
     def clamp(self, index: str, size: int) -> str:

@@ -63,7 +63,22 @@ def test_index_tests_with_padding_are_kept():
 
 def test_wrapping_arithmetic_is_never_decided():
     spec = huge.specialize([((64,), "float32")], ((64,), "float32"))
-    assert fold_ranges(spec) is spec
+    assert _ifs(fold_ranges(spec)) == _ifs(spec) == 1
+
+
+def _loads(k: ir.KernelIR) -> list[ir.Load]:
+    return [e for e in ir.all_exprs(k.body) if isinstance(e, ir.Load)]
+
+
+def test_loads_proven_inside_their_buffer_are_marked():
+    inside = fold_ranges(window.specialize([((4, 8), "float32")], ((4, 6), "float32"), pad=0))
+    assert [x.in_range for x in _loads(inside)] == [True]
+    # with padding the column runs from -1 to 8 (the test guarding it is not used to narrow)
+    padded = fold_ranges(window.specialize([((4, 8), "float32")], ((4, 8), "float32"), pad=1))
+    assert [x.in_range for x in _loads(padded)] == [False]
+    # the same read of a buffer one element too short is not inside
+    short = fold_ranges(window.specialize([((4, 7), "float32")], ((4, 6), "float32"), pad=0))
+    assert not any(x.in_range for x in _loads(short))
 
 
 def test_loop_variables_and_loop_carried_values():

@@ -45,10 +45,13 @@ class GlobalIndex(Expr):
 
 @dataclass(frozen=True)
 class Load(Expr):
-    """Element ``index`` (flat, i32) of input buffer number ``buffer``."""
+    """Element ``index`` (flat, i32) of input buffer number ``buffer``. ``in_range``: the
+    value ranges (``spawnml.kernel.ranges``) prove the index inside the buffer, so a target
+    that guards its reads (Wasm clamps them) may read directly."""
 
     buffer: int
     index: Expr
+    in_range: bool = field(default=False, repr=False)  # not in fingerprints: set after them
 
 
 class Op(str, enum.Enum):
@@ -235,6 +238,7 @@ class VecLoad(VecExpr):
 
     buffer: int
     index: Expr
+    in_range: bool = False  # every lane's read is proven inside the buffer
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,9 @@ inner-loop iteration, and a branch that differs between invocations stops device
 vectorise across invocations (PoCL, llvmpipe) from doing so. :func:`fold_ranges` tracks an
 interval for every i32 variable along the kernel (flow-sensitive: assignments, both arms of a
 branch, loops to a fixed point with widening), and replaces every comparison whose outcome the
-intervals decide by a constant, then drops the dead arm of every branch so decided.
+intervals decide by a constant, then drops the dead arm of every branch so decided. Loads whose
+index the intervals keep inside their buffer are marked ``in_range`` (Wasm then reads them
+without clamping).
 
 Intervals are exact bounds of the mathematical values; an interval that leaves the i32 range
 becomes unknown, so wrapping arithmetic is never reasoned about.
@@ -149,8 +151,16 @@ class _Folder:
             if e.op == Op.NEG and e.type == I32 and rx is not None:
                 r = _fit(-rx[1], -rx[0])
             return (e if x is e.x else dataclasses.replace(e, x=x)), r
-        if isinstance(e, ir.Cast | ir.Bitcast | ir.Load):
-            field = "index" if isinstance(e, ir.Load) else "x"
+        if isinstance(e, ir.Load):
+            x, rx = self.expr(e.index, env)
+            size = self.k.inputs[e.buffer].size
+            inside = e.in_range or (rx is not None and 0 <= rx[0] and rx[1] < size)
+            if x is e.index and inside == e.in_range:
+                return e, None
+            self.changed |= inside and not e.in_range
+            return dataclasses.replace(e, index=x, in_range=inside), None
+        if isinstance(e, ir.Cast | ir.Bitcast):
+            field = "x"
             x, rx = self.expr(getattr(e, field), env)
             new = e if x is getattr(e, field) else dataclasses.replace(e, **{field: x})
             r = (0, 1) if isinstance(e, ir.Cast) and e.x.type == BOOL and e.type == I32 else None

@@ -288,7 +288,8 @@ class _Vectorizer:
         if (t is F32 and isinstance(first, ir.Load) and first.buffer in self.f32_inputs
                 and all(isinstance(e, ir.Load) and e.buffer == first.buffer for e in lanes)
                 and self.stride([e.index for e in lanes], env) == 1):  # type: ignore[attr-defined]
-            return ir.VecLoad(t, n, first.buffer, first.index)
+            return ir.VecLoad(t, n, first.buffer, first.index,
+                              all(e.in_range for e in lanes))  # type: ignore[attr-defined]
         return ir.VecLanes(t, n, tuple(lanes))
 
     # -- statements
