@@ -332,6 +332,9 @@ class _Vectorizer:
                     if s.var.name in g:
                         env[g] = None
             elif isinstance(s, ir.For):
+                for g in self.ints:  # a loop variable per lane: its step is not tracked
+                    if s.var.name in g:
+                        env[g] = None
                 s = dataclasses.replace(s, body=self.loop(s.body, env))
             elif isinstance(s, ir.If):
                 then_env, else_env = dict(env), dict(env)
