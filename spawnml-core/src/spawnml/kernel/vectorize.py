@@ -64,7 +64,7 @@ def vectorize(k: ir.KernelIR, width: int,
     k = dataclasses.replace(k, body=_cluster(_split_lane_branches(k.body, lane_of), lane_of))
     loop_vars = {s.var.name for s in ir.walk_stmts(k.body) if isinstance(s, ir.For)}
     floats = {g for g in candidates if all(types[n] is F32 and n not in loop_vars for n in g)}
-    ints = [g for g in candidates if types[g[0]] in (ScalarType.i32,)]
+    ints = [g for g in candidates if types[g[0]] is ScalarType.i32]
     while True:
         v = _Vectorizer(k, floats, ints, storage)
         body = v.block(k.body, {})
@@ -231,7 +231,6 @@ class _Vectorizer:
                  ints: Sequence[tuple[str, ...]], storage: Callable[[DType], DType]) -> None:
         self.k = k
         self.floats = floats
-        self.group_of = {g: g for g in (*floats, *ints)}
         self.first = {g[0]: g for g in (*floats, *ints)}
         self.ints = set(ints)
         self.f32_inputs = {i for i, b in enumerate(k.inputs) if storage(b.dtype) is DType.float32}
@@ -352,6 +351,7 @@ class _Vectorizer:
         the entry and the end of the body disagree, unknown (to a fixed point). A variable
         not yet assigned holds 0 in every lane (stride 0): locals start at zero."""
         head = dict(env)
+        seen = set(self.paying), self.stores  # trial passes decide nothing
         for _ in range(16):
             end = dict(head)
             self.block(body, end)
@@ -361,6 +361,7 @@ class _Vectorizer:
             head = joined
         else:  # pragma: no cover - values only move to None, so this settles in a few rounds
             head = {g: None for g in head}
+        self.paying, self.stores = seen
         env.clear()
         env.update(head)
         return self.block(body, dict(head))
