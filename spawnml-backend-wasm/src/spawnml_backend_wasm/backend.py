@@ -11,6 +11,7 @@ from spawnml import threads
 from spawnml.backend import Backend, BackendInfo, Buffer, Capabilities
 from spawnml.dtypes import DType, dtype as as_dtype
 from spawnml.errors import BackendUnavailableError, InvalidInputError
+from spawnml.kernel.analysis import work_estimate
 from spawnml.kernel.ir import KernelIR
 
 from .probe import probe
@@ -122,7 +123,7 @@ class WasmBackend(Backend):
     source_suffix = "wat"
 
     def build(self, kernel: KernelIR, source: str, renderer: Any) -> Program:
-        return self.runtime.program(kernel.key, source, kernel.size)
+        return self.runtime.program(kernel.key, source, kernel.size, work_estimate(kernel.body))
 
     def launch(self, program: Program, output: Buffer, inputs: Sequence[Buffer]) -> None:
         addresses = [output.handle[0]] + [b.handle[0] for b in inputs]

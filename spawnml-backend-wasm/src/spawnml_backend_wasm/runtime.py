@@ -27,8 +27,9 @@ from spawnml.kernel.disk_cache import KernelDiskCache
 
 from .memory import LinearMemory
 
-# Below this many elements per thread, extra threads cost more than they save.
-MIN_ELEMENTS_PER_THREAD = 16384
+# Below this much work per thread (statements executed, ``analysis.work_estimate``), handing
+# part of a launch to another thread costs more than it saves.
+MIN_WORK_PER_THREAD = 65536
 # Modules kept compiled, and instances per thread's Store: a wasmtime Store frees its
 # instances only with itself, so a thread starts a new Store when its own is full (recorded
 # plans keep the Store their bound calls use alive).
@@ -44,12 +45,19 @@ def make_engine() -> wasmtime.Engine:
 
 
 class Program:
-    """A compiled kernel module; ``run(lo, hi, out, *inputs)`` is called per thread."""
+    """A compiled kernel module; ``run(lo, hi, out, *inputs)`` is called per thread.
 
-    def __init__(self, key: str, module: wasmtime.Module, size: int) -> None:
+    ``size``: invocations; ``work``: statements one invocation executes (an estimate)."""
+
+    def __init__(self, key: str, module: wasmtime.Module, size: int, work: int = 1) -> None:
         self.key = key
         self.module = module
         self.size = size
+        self.work = max(1, work)
+
+    def parts(self, threads: int) -> int:
+        """How many threads this launch is worth splitting across."""
+        return min(threads, max(1, self.size * self.work // MIN_WORK_PER_THREAD))
 
 
 class Runtime:
@@ -67,9 +75,10 @@ class Runtime:
         self.disk_hits = 0
 
     # -- compilation ----------------------------------------------------------------------
-    def program(self, key: str, wat: str, size: int) -> Program:
-        """The compiled module of ``wat`` as a program computing ``size`` elements."""
-        return Program(key, self.module(wat), size)
+    def program(self, key: str, wat: str, size: int, work: int = 1) -> Program:
+        """The compiled module of ``wat`` as a program of ``size`` invocations of ``work``
+        statements each."""
+        return Program(key, self.module(wat), size, work)
 
     def module(self, wat: str) -> wasmtime.Module:
         digest = hashlib.sha256(wat.encode()).hexdigest()
@@ -122,7 +131,7 @@ class Runtime:
     def run(self, program: Program, addresses: list[int]) -> None:
         """Run every output element, split by output range across the worker threads."""
         n = program.size
-        parts = min(self.threads, max(1, n // MIN_ELEMENTS_PER_THREAD))
+        parts = program.parts(self.threads)
         if parts == 1 or self._pool is None:
             self._run_range(program, 0, n, addresses)
             return
@@ -144,7 +153,7 @@ class Runtime:
         Called from another thread than the one that bound it, it takes the checked path."""
         n = program.size
         addresses = list(addresses)
-        if min(self.threads, max(1, n // MIN_ELEMENTS_PER_THREAD)) > 1 and self._pool:
+        if program.parts(self.threads) > 1 and self._pool:
             return functools.partial(self.run, program, addresses)
         store, fn = self._function(program)
         values = [0, n, *addresses]

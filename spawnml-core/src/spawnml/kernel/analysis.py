@@ -90,6 +90,29 @@ def _loop_cost(body: tuple[ir.Stmt, ...]) -> tuple[int | None, int]:
     return total, depth
 
 
+UNKNOWN_TRIPS = 16  # loops whose bounds depend on data count as this many iterations
+
+
+def work_estimate(body: tuple[ir.Stmt, ...]) -> int:
+    """Statements one invocation executes, loops counted by their trips (bounds that depend
+    on data by ``UNKNOWN_TRIPS``; both arms of a branch): a static measure of an
+    invocation's work, for splitting launches across threads."""
+    total = 0
+    for s in body:
+        if isinstance(s, ir.For):
+            known = isinstance(s.start, ir.Const) and isinstance(s.stop, ir.Const)
+            trips = (
+                trip_count(int(s.start.value), int(s.stop.value), s.step)
+                if known else UNKNOWN_TRIPS
+            )
+            total += 1 + trips * work_estimate(s.body)
+        elif isinstance(s, ir.If):
+            total += 1 + work_estimate(s.then) + work_estimate(s.orelse)
+        else:
+            total += 1
+    return total
+
+
 def check_loop_limit(backend: str, kernel: ir.KernelIR, limit: int | None) -> None:
     """Raise KernelCompileError when ``kernel`` provably exceeds a device's loop limit."""
     if limit is None:
