@@ -47,11 +47,15 @@ def make_engine() -> wasmtime.Engine:
 class Program:
     """A compiled kernel module; ``run(lo, hi, out, *inputs)`` is called per thread.
 
-    ``size``: invocations; ``work``: statements one invocation executes (an estimate)."""
+    ``size``: invocations; ``work``: statements one invocation executes (an estimate);
+    ``source``: the module's WAT (whole-plan modules link kernels from it)."""
 
-    def __init__(self, key: str, module: wasmtime.Module, size: int, work: int = 1) -> None:
+    def __init__(
+        self, key: str, module: wasmtime.Module, size: int, work: int = 1, source: str = ""
+    ) -> None:
         self.key = key
         self.module = module
+        self.source = source
         self.size = size
         self.work = max(1, work)
 
@@ -78,7 +82,7 @@ class Runtime:
     def program(self, key: str, wat: str, size: int, work: int = 1) -> Program:
         """The compiled module of ``wat`` as a program of ``size`` invocations of ``work``
         statements each."""
-        return Program(key, self.module(wat), size, work)
+        return Program(key, self.module(wat), size, work, wat)
 
     def module(self, wat: str) -> wasmtime.Module:
         digest = hashlib.sha256(wat.encode()).hexdigest()

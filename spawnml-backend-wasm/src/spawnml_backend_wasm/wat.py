@@ -15,6 +15,8 @@ ranges prove inside their buffer (``Load.in_range``) read directly.
 from __future__ import annotations
 
 import math
+import re
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -97,6 +99,54 @@ _VECTOR_LOAD = {4: "v128.load", 2: "v128.load64_zero"}
 _VECTOR_STORE = {4: "v128.store", 2: "v128.store64_lane 0"}
 """Wasm has only these float operations; every other intrinsic is a kernel-language polyfill."""
 
+_HELPER = re.compile(r"^  \(func \$(\S+)")
+
+
+@dataclass(frozen=True)
+class WatKernel:
+    """A kernel's module in parts: its polyfill functions and its ``$run`` function, each the
+    text of one top-level ``(func ...)`` (two-space indent, as printed). ``module()`` is what
+    the backend compiles; whole-plan modules (``spawnml_backend_wasm.link``) take the parts
+    of several kernels into one module."""
+
+    title: str
+    helpers: tuple[str, ...]
+    run: str
+
+    def module(self) -> str:
+        return "\n".join([
+            f";; {self.title}",
+            "(module",
+            '  (import "env" "memory" (memory 1 65536 shared))',
+            *self.helpers,
+            self.run,
+            '  (export "run" (func $run))',
+            ")",
+        ]) + "\n"
+
+    @classmethod
+    def parse(cls, text: str) -> WatKernel:
+        """The parts of a module printed by ``module()``."""
+        lines = text.rstrip("\n").split("\n")
+        if len(lines) < 6 or lines[1] != "(module" or lines[-1] != ")":
+            raise ValueError("not a spawnml wasm kernel module")
+        funcs: list[list[str]] = []
+        for line in lines[3:-2]:
+            if line.startswith("  (func "):
+                funcs.append([line])
+            else:
+                funcs[-1].append(line)
+        texts = ["\n".join(f) for f in funcs]
+        if not texts or not texts[-1].startswith("  (func $run "):
+            raise ValueError("the module has no $run function")
+        return cls(lines[0].removeprefix(";; "), tuple(texts[:-1]), texts[-1])
+
+    @staticmethod
+    def helper_name(text: str) -> str:
+        match = _HELPER.match(text)
+        assert match is not None
+        return match.group(1)
+
 
 def float_const(v: float) -> str:
     """An exact f32 literal (hex float; nan and inf by name)."""
@@ -177,12 +227,8 @@ class WasmRenderer(Renderer):
             vb = VectorBody(self, k)
             vector = vb.loop()
             locals_ += vb.locals()
-        lines = [
-            f";; {k.name} from {k.source} [{k.key}]",
-            "(module",
-            '  (import "env" "memory" (memory 1 65536 shared))',
-            *functions,
-            f'  (func (export "run") {params}',
+        run = [
+            f"  (func $run {params}",
             "    (local $gid i32) "
             + " ".join(locals_ + [f"(local {n_} {t})" for n_, t in self.temps]),
             f"    (if (i32.gt_s (local.get $hi) (i32.const {n}))",
@@ -197,9 +243,9 @@ class WasmRenderer(Renderer):
             "      (local.set $gid (i32.add (local.get $gid) (i32.const 1)))",
             "      (br $each)))",
             "  )",
-            ")",
         ]
-        return "\n".join(lines) + "\n"
+        return WatKernel(f"{k.name} from {k.source} [{k.key}]", functions,
+                         "\n".join(run)).module()
 
     def render_function(self, f: ir.Function) -> str:
         self.kernel = None  # type: ignore[assignment]

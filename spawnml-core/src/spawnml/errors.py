@@ -48,6 +48,10 @@ class KernelCompileError(KernelError):
         self.log = log
 
 
+class ExportError(SpawnMLError):
+    """A model cannot be exported for a target: a step the exported form cannot hold."""
+
+
 class TensorClosedError(SpawnMLError):
     """A DeviceTensor was used after close()."""
 

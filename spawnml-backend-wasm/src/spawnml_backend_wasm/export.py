@@ -1,0 +1,361 @@
+"""``spawnml export-wasm``: a whole model as one self-contained WebAssembly module.
+
+The model is planned and recorded on a one-thread wasm backend for fixed input shapes; the
+recorded launch sequence (every kernel, every buffer address resolved) becomes one module:
+
+- ``model.wasm``: its own linear memory, every kernel of the plan (``link``), and a ``run``
+  that calls them in order over their whole output range. Buffers are laid out afresh:
+  error messages below 1 KiB, then the weights, the inputs, the outputs and the
+  intermediates (the memory plan's slots, so intermediates share memory as in a session).
+- ``model.weights``: the constant buffers' bytes, in the order the module expects them at
+  ``weights_ptr()``; the module verifies their size and a checksum in ``load``.
+- ``model.json``: the manifest (inputs and outputs with names, dtypes, shapes and bytes, the
+  weights' sha256, the ABI version).
+- ``spawnml-model.mjs`` and ``run.mjs``: a small ES-module loader (node and browsers) and a
+  node command that runs the model on raw input files.
+
+The ABI (all i32; a status is 0 or an error code, ``error_message(code)`` points at its
+NUL-terminated text; a bad call returns a code, never traps):
+
+    weights_ptr() weights_size() load(nbytes) -> status
+    input_count() input_ptr(i) input_size(i) set_input(i, nbytes) -> status
+    output_count() output_ptr(i) output_size(i)
+    run() -> status          (needs load() and every input set)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from spawnml.errors import ExportError, InvalidInputError
+
+from .link import link
+from .wat import WatKernel
+
+ABI_VERSION = 1
+_MESSAGES_AT = 64
+_BASE = 1024
+_ALIGN = 16
+PAGE = 65536
+MAX_INPUTS = 31  # set_input keeps one bit per input
+
+ERRORS = {
+    1: "load: the weights have a different size than this module was exported with "
+       "(a truncated file, or one from another export)",
+    2: "load: the weights' checksum does not match (a corrupt file, or one from another "
+       "export)",
+    3: "run: call load() with the weights first",
+    4: "input index out of range",
+    5: "set_input: the byte count differs from input_size(i)",
+    6: "run: every input must be written and declared with set_input(i, nbytes) first",
+    7: "unknown error code",
+}
+OK, WEIGHTS_SIZE, WEIGHTS_CHECKSUM, NOT_LOADED, BAD_INDEX, INPUT_SIZE, INPUT_MISSING = range(7)
+
+_RUNTIME = Path(__file__).parent / "web"
+
+
+def checksum(data: bytes) -> int:
+    """The module's weights checksum: sum of each little-endian u32 word times (2i + 1),
+    mod 2**32 (every word's position counts; any single changed word changes it)."""
+    words = np.frombuffer(data, "<u4")
+    odd = (np.arange(words.size, dtype=np.uint32) * np.uint32(2) + np.uint32(1))
+    return int(np.sum(words * odd, dtype=np.uint32))
+
+
+def _align(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
+
+
+@dataclass
+class _Tensor:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+    address: int = 0
+
+    def manifest(self) -> dict[str, Any]:
+        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape),
+                "bytes": self.nbytes, "offset": self.address}  # fmt: skip
+
+
+@dataclass
+class ExportedPlan:
+    """A recorded plan laid out for one module: what ``module_text`` prints."""
+
+    kernels: list[WatKernel] = field(default_factory=list)
+    calls: list[tuple[int, int, int, list[int]]] = field(default_factory=list)  # k, n, out, ins
+    weights: bytes = b""
+    inputs: list[_Tensor] = field(default_factory=list)
+    outputs: list[_Tensor] = field(default_factory=list)
+    end: int = _BASE
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.end // PAGE))
+
+
+def _wat_string(text: str) -> str:
+    return "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else f"\\{b:02x}"
+                   for b in text.encode())  # fmt: skip
+
+
+def _table(name: str, values: list[int]) -> str:
+    """``name(i) -> values[i]``, 0 for an index out of range."""
+    arms = "".join(f"    (if (i32.eq (local.get $i) (i32.const {i})) "
+                   f"(then (return (i32.const {v}))))\n" for i, v in enumerate(values))  # fmt: skip
+    head = f'  (func ${name} (export "{name}") (param $i i32) (result i32)'
+    return f"{head}\n{arms}    (i32.const 0))"
+
+
+def module_text(plan: ExportedPlan) -> str:
+    """The WAT of the whole-model module."""
+    messages, offsets, at = [], {}, _MESSAGES_AT
+    for code, text in ERRORS.items():
+        offsets[code] = at
+        messages.append(f'  (data (i32.const {at}) "{_wat_string(text)}\\00")')
+        at += len(text.encode()) + 1
+    assert at <= _BASE, "error messages overflow their region"
+    weights_at, weights_size = _BASE, len(plan.weights)
+    all_inputs = (1 << len(plan.inputs)) - 1
+    calls = "\n".join(
+        f"    (call $k{k} (i32.const 0) (i32.const {n}) (i32.const {out}) "
+        + " ".join(f"(i32.const {a})" for a in ins) + ")"
+        for k, n, out, ins in plan.calls
+    )
+    code_table = "".join(
+        f"    (if (i32.eq (local.get $code) (i32.const {c})) (then (return (i32.const {o}))))\n"
+        for c, o in offsets.items()
+    )
+    return "\n".join([
+        f";; spawnml export-wasm, ABI {ABI_VERSION}",
+        "(module",
+        f'  (memory (export "memory") {plan.pages} {plan.pages})',
+        *messages,
+        "  (global $loaded (mut i32) (i32.const 0))",
+        "  (global $set (mut i32) (i32.const 0))",
+        *link(plan.kernels),
+        f'  (func (export "abi_version") (result i32) (i32.const {ABI_VERSION}))',
+        f'  (func (export "weights_ptr") (result i32) (i32.const {weights_at}))',
+        f'  (func (export "weights_size") (result i32) (i32.const {weights_size}))',
+        '  (func (export "load") (param $n i32) (result i32)',
+        "    (local $p i32) (local $h i32) (local $i i32)",
+        "    (global.set $loaded (i32.const 0))",
+        f"    (if (i32.ne (local.get $n) (i32.const {weights_size})) "
+        f"(then (return (i32.const {WEIGHTS_SIZE}))))",
+        f"    (local.set $p (i32.const {weights_at}))",
+        "    (local.set $i (i32.const 1))",
+        "    (block $done (loop $each",
+        f"      (br_if $done (i32.ge_u (local.get $p) (i32.const {weights_at + weights_size})))",
+        "      (local.set $h (i32.add (local.get $h) "
+        "(i32.mul (i32.load (local.get $p)) (local.get $i))))",
+        "      (local.set $i (i32.add (local.get $i) (i32.const 2)))",
+        "      (local.set $p (i32.add (local.get $p) (i32.const 4)))",
+        "      (br $each)))",
+        f"    (if (i32.ne (local.get $h) (i32.const {_signed(checksum(plan.weights))})) "
+        f"(then (return (i32.const {WEIGHTS_CHECKSUM}))))",
+        "    (global.set $loaded (i32.const 1))",
+        f"    (i32.const {OK}))",
+        f'  (func (export "input_count") (result i32) (i32.const {len(plan.inputs)}))',
+        _table("input_ptr", [t.address for t in plan.inputs]),
+        _table("input_size", [t.nbytes for t in plan.inputs]),
+        '  (func (export "set_input") (param $i i32) (param $n i32) (result i32)',
+        f"    (if (i32.ge_u (local.get $i) (i32.const {len(plan.inputs)})) "
+        f"(then (return (i32.const {BAD_INDEX}))))",
+        "    (global.set $set (i32.and (global.get $set) "
+        "(i32.xor (i32.shl (i32.const 1) (local.get $i)) (i32.const -1))))",
+        "    (if (i32.ne (local.get $n) (call $input_size (local.get $i))) "
+        f"(then (return (i32.const {INPUT_SIZE}))))",
+        "    (global.set $set (i32.or (global.get $set) (i32.shl (i32.const 1) (local.get $i))))",
+        f"    (i32.const {OK}))",
+        f'  (func (export "output_count") (result i32) (i32.const {len(plan.outputs)}))',
+        _table("output_ptr", [t.address for t in plan.outputs]),
+        _table("output_size", [t.nbytes for t in plan.outputs]),
+        '  (func (export "run") (result i32)',
+        f"    (if (i32.eqz (global.get $loaded)) (then (return (i32.const {NOT_LOADED}))))",
+        f"    (if (i32.ne (global.get $set) (i32.const {all_inputs})) "
+        f"(then (return (i32.const {INPUT_MISSING}))))",
+        calls,
+        f"    (i32.const {OK}))",
+        '  (func (export "error_message") (param $code i32) (result i32)',
+        code_table + f"    (i32.const {offsets[7]}))",
+        ")",
+    ]) + "\n"
+
+
+def _signed(v: int) -> int:
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+def _input_shapes(session: Any, shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    out = {}
+    for arg in session.get_inputs():
+        given = shapes.get(arg.name)
+        dims = list(arg.shape) if arg.shape is not None else None
+        if given is not None:
+            if dims is not None and (len(given) != len(dims) or any(
+                    isinstance(d, int) and d != g for d, g in zip(dims, given))):
+                raise InvalidInputError(
+                    f"--shape {arg.name}: the model declares {tuple(dims)}, got {tuple(given)}")
+            out[arg.name] = tuple(int(g) for g in given)
+        elif dims is None or not all(isinstance(d, int) for d in dims):
+            raise InvalidInputError(
+                f"input {arg.name!r} has the dynamic shape {dims}: fix it with "
+                f"--shape {arg.name}=D0,D1,... (an exported module has fixed shapes)")
+        else:
+            out[arg.name] = tuple(dims)
+    unknown = sorted(set(shapes) - set(out))
+    if unknown:
+        raise InvalidInputError(f"--shape names {unknown}, which are not model inputs "
+                                f"(inputs: {sorted(out)})")  # fmt: skip
+    return out
+
+
+def record(model: Any, shapes: dict[str, tuple[int, ...]] | None = None) -> ExportedPlan:
+    """Plan and record ``model`` (a path, bytes or ModelProto) on a one-thread wasm backend
+    and lay its launches out for one module."""
+    import spawnml
+    from spawnml.tensor import DeviceTensor
+
+    from .backend import WasmBackend
+
+    backend = WasmBackend(threads=1)
+    try:
+        session = spawnml.InferenceSession(model, backends=[backend])
+        fixed = _input_shapes(session, dict(shapes or {}))
+        feeds = {}
+        for value in session.graph.inputs:
+            if value.name not in fixed:
+                continue  # an initializer listed as an input: it keeps its value
+            if value.info is None:
+                raise ExportError(f"input {value.name!r} has no declared type")
+            dt = backend.storage_dtype(value.info.dtype)
+            feeds[value.name] = DeviceTensor.from_numpy(
+                backend, np.zeros(fixed[value.name], dt.numpy))
+        names = [o.name for o in session.get_outputs()]
+        for _ in range(2):  # the second run records the plan
+            session.run(names, feeds)
+        plan = session._runner.last_plan
+        recordings = [r for r in plan.recordings.values() if r is not None]
+        if not recordings:
+            raise ExportError(f"the model's plan cannot be recorded: {plan.not_recorded}")
+        return _layout(recordings[0], session, backend, names)
+    finally:
+        backend.close()
+
+
+def _layout(rec: Any, session: Any, backend: Any, names: list[str]) -> ExportedPlan:
+    from spawnml.backend import Buffer
+
+    out = ExportedPlan()
+    if rec.checked:
+        nodes = ", ".join(p.lowering.name for p in rec.checked)
+        raise ExportError(f"index checks ({nodes}) need a host readback the module lacks")
+    addresses: dict[Any, int] = {}  # ("root", i) or ("fixed", address) -> new address
+    weights = bytearray()
+    at = _BASE
+    kernels: dict[str, int] = {}
+    launches = []
+    for item in rec.items:
+        kind = type(item).__name__
+        if kind != "_Launch" or item.kernel is not None or item.backend is not backend:
+            label = getattr(item, "label", None) or item.step.node.describe()
+            raise ExportError(f"{label} does not run as a wasm kernel of the plan; an "
+                              "exported module holds only those")  # fmt: skip
+        launches.append(item)
+        for ref in [item.out, *item.ins]:
+            if isinstance(ref, Buffer) and ("fixed", ref.handle[0]) not in addresses:
+                data = backend.runtime.memory.view(ref.handle[0], ref.nbytes).tobytes()
+                addresses[("fixed", ref.handle[0])] = at + len(weights)
+                weights += data + bytes(_align(len(data)) - len(data))
+    out.weights = bytes(weights)
+    at += len(weights)
+
+    def place(key: Any, nbytes: int) -> int:
+        nonlocal at
+        if key not in addresses:
+            addresses[key] = at
+            at += _align(max(nbytes, 4))
+        return addresses[key]
+
+    for arg in session.get_inputs():
+        root = rec.feed_roots[arg.name]
+        val = rec.vals[(arg.name, backend.name)]
+        dt = backend.storage_dtype(val.dtype)
+        nbytes = int(np.prod(val.shape, dtype=np.int64)) * dt.itemsize
+        out.inputs.append(_Tensor(arg.name, dt.name, val.shape, nbytes,
+                                  place(("root", root), rec.roots[root].nbytes)))  # fmt: skip
+    if len(out.inputs) > MAX_INPUTS:
+        raise ExportError(f"the model has {len(out.inputs)} inputs; a module takes at most "
+                          f"{MAX_INPUTS}")  # fmt: skip
+    for name in names:
+        where = rec.home.get(name)
+        val = rec.vals.get((name, where)) if where else None
+        if val is None or val.root < 0 or rec.roots[val.root].external:
+            raise ExportError(f"output {name!r} is not computed by a kernel of the plan "
+                              "(a constant or an input passed through)")  # fmt: skip
+        dt = backend.storage_dtype(val.dtype)
+        nbytes = int(np.prod(val.shape, dtype=np.int64)) * dt.itemsize
+        out.outputs.append(_Tensor(name, dt.name, val.shape, nbytes,
+                                   place(("root", val.root), rec.roots[val.root].nbytes)))
+    for item in launches:
+        program = item.program.program
+        if program.key not in kernels:
+            kernels[program.key] = len(out.kernels)
+            out.kernels.append(WatKernel.parse(program.source))
+
+        def address(ref: Any) -> int:
+            if isinstance(ref, Buffer):
+                return addresses[("fixed", ref.handle[0])]
+            return place(("root", ref), rec.roots[ref].nbytes)
+
+        out.calls.append((kernels[program.key], program.size, address(item.out),
+                          [address(r) for r in item.ins]))  # fmt: skip
+    out.end = at
+    return out
+
+
+def export_wasm(
+    model: Any, directory: str | Path, shapes: dict[str, tuple[int, ...]] | None = None
+) -> dict[str, Any]:
+    """Write ``model.wasm``, ``model.weights``, ``model.json`` and the JS runtime into
+    ``directory``; returns the manifest."""
+    import wasmtime
+
+    start = time.perf_counter()
+    plan = record(model, shapes)
+    try:
+        binary = wasmtime.wat2wasm(module_text(plan))
+    except wasmtime.WasmtimeError as exc:
+        raise ExportError(f"the whole-model module does not assemble: {exc}") from None
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "model.wasm").write_bytes(binary)
+    (directory / "model.weights").write_bytes(plan.weights)
+    manifest = {
+        "format": "spawnml-wasm",
+        "abi": ABI_VERSION,
+        "module": "model.wasm",
+        "module_bytes": len(binary),
+        "weights": {"file": "model.weights", "bytes": len(plan.weights),
+                    "sha256": hashlib.sha256(plan.weights).hexdigest()},
+        "memory_bytes": plan.pages * PAGE,
+        "kernels": len(plan.kernels),
+        "launches": len(plan.calls),
+        "inputs": [t.manifest() for t in plan.inputs],
+        "outputs": [t.manifest() for t in plan.outputs],
+        "export_seconds": round(time.perf_counter() - start, 3),
+    }
+    (directory / "model.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    for name in ("spawnml-model.mjs", "run.mjs"):
+        shutil.copyfile(_RUNTIME / name, directory / name)
+    return manifest
