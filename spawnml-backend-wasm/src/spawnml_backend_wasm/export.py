@@ -57,8 +57,11 @@ ERRORS = {
     5: "set_input: the byte count differs from input_size(i)",
     6: "run: every input must be written and declared with set_input(i, nbytes) first",
     7: "unknown error code",
+    8: "run: an index input is out of range of the tensor it indexes (Gather, Scatter, ...); "
+       "the outputs are not valid",
 }
 OK, WEIGHTS_SIZE, WEIGHTS_CHECKSUM, NOT_LOADED, BAD_INDEX, INPUT_SIZE, INPUT_MISSING = range(7)
+INDEX_OUT_OF_RANGE = 8
 
 _RUNTIME = Path(__file__).parent / "web"
 
@@ -97,6 +100,7 @@ class ExportedPlan:
     weights: bytes = b""
     inputs: list[_Tensor] = field(default_factory=list)
     outputs: list[_Tensor] = field(default_factory=list)
+    counts: list[tuple[int, int]] = field(default_factory=list)  # index checks: address, n
     end: int = _BASE
 
     @property
@@ -131,6 +135,11 @@ def module_text(plan: ExportedPlan) -> str:
         f"    (call $k{k} (i32.const 0) (i32.const {n}) (i32.const {out}) "
         + " ".join(f"(i32.const {a})" for a in ins) + ")"
         for k, n, out, ins in plan.calls
+    )
+    checks = "\n".join(  # an index check's counts are per block of indices: any nonzero
+        f"    (if (call $any_nonzero (i32.const {at}) (i32.const {n})) "
+        f"(then (return (i32.const {INDEX_OUT_OF_RANGE}))))"
+        for at, n in plan.counts
     )
     code_table = "".join(
         f"    (if (i32.eq (local.get $code) (i32.const {c})) (then (return (i32.const {o}))))\n"
@@ -185,7 +194,17 @@ def module_text(plan: ExportedPlan) -> str:
         f"    (if (i32.ne (global.get $set) (i32.const {all_inputs})) "
         f"(then (return (i32.const {INPUT_MISSING}))))",
         calls,
+        checks,
         f"    (i32.const {OK}))",
+        "  (func $any_nonzero (param $p i32) (param $n i32) (result i32)",
+        "    (local $end i32)",
+        "    (local.set $end (i32.add (local.get $p) (i32.shl (local.get $n) (i32.const 2))))",
+        "    (block $done (loop $each",
+        "      (br_if $done (i32.ge_u (local.get $p) (local.get $end)))",
+        "      (if (i32.load (local.get $p)) (then (return (i32.const 1))))",
+        "      (local.set $p (i32.add (local.get $p) (i32.const 4)))",
+        "      (br $each)))",
+        "    (i32.const 0))",
         '  (func (export "error_message") (param $code i32) (result i32)',
         code_table + f"    (i32.const {offsets[7]}))",
         ")",
@@ -257,10 +276,8 @@ def _layout(rec: Any, session: Any, backend: Any, names: list[str]) -> ExportedP
     from spawnml.backend import Buffer
 
     out = ExportedPlan()
-    if rec.checked:
-        nodes = ", ".join(p.lowering.name for p in rec.checked)
-        raise ExportError(f"index checks ({nodes}) need a host readback the module lacks")
     addresses: dict[Any, int] = {}  # ("root", i) or ("fixed", address) -> new address
+    counts = {t.buffer.handle[0]: t for p in rec.checked for t in p._counts}
     weights = bytearray()
     at = _BASE
     kernels: dict[str, int] = {}
@@ -273,7 +290,8 @@ def _layout(rec: Any, session: Any, backend: Any, names: list[str]) -> ExportedP
                               "exported module holds only those")  # fmt: skip
         launches.append(item)
         for ref in [item.out, *item.ins]:
-            if isinstance(ref, Buffer) and ("fixed", ref.handle[0]) not in addresses:
+            if (isinstance(ref, Buffer) and ("fixed", ref.handle[0]) not in addresses
+                    and ref.handle[0] not in counts):
                 data = backend.runtime.memory.view(ref.handle[0], ref.nbytes).tobytes()
                 addresses[("fixed", ref.handle[0])] = at + len(weights)
                 weights += data + bytes(_align(len(data)) - len(data))
@@ -314,12 +332,15 @@ def _layout(rec: Any, session: Any, backend: Any, names: list[str]) -> ExportedP
             out.kernels.append(WatKernel.parse(program.source))
 
         def address(ref: Any) -> int:
+            if isinstance(ref, Buffer) and ref.handle[0] in counts:
+                return place(("counts", ref.handle[0]), ref.nbytes)
             if isinstance(ref, Buffer):
                 return addresses[("fixed", ref.handle[0])]
             return place(("root", ref), rec.roots[ref].nbytes)
 
         out.calls.append((kernels[program.key], program.size, address(item.out),
                           [address(r) for r in item.ins]))  # fmt: skip
+    out.counts = [(addresses[("counts", a)], t.size) for a, t in counts.items()]
     out.end = at
     return out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from spawnml import hookimpl
 
@@ -12,3 +13,11 @@ from .backend import WasmBackend
 @hookimpl
 def spawnml_register_backends(register: Callable[[type], None]) -> None:
     register(WasmBackend)
+
+
+@hookimpl
+def spawnml_register_commands(cli: Any) -> None:
+    """Add ``spawnml export-wasm``."""
+    from .cli import add_commands
+
+    add_commands(cli)

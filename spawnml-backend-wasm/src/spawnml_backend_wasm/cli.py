@@ -1,0 +1,55 @@
+"""``spawnml export-wasm MODEL OUT/``: a model as one self-contained WebAssembly module."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from spawnml.errors import InvalidInputError
+
+
+def parse_shapes(specs: list[str] | None) -> dict[str, tuple[int, ...]]:
+    """``--shape NAME=D0,D1,...`` arguments as ``{name: dims}``."""
+    shapes = {}
+    for spec in specs or []:
+        name, sep, dims = spec.partition("=")
+        try:
+            shape = tuple(int(d) for d in dims.split(",")) if dims else ()
+        except ValueError:
+            shape = (-1,)
+        if not sep or not name or any(d < 0 for d in shape):
+            raise InvalidInputError(f"--shape expects NAME=D0,D1,... (dims >= 0), got {spec!r}")
+        shapes[name] = shape
+    return shapes
+
+
+def cmd_export_wasm(args: argparse.Namespace) -> int:
+    from spawnml.cli_model import model_path
+
+    from .export import export_wasm
+
+    manifest = export_wasm(model_path(args.model), args.out, parse_shapes(args.shape))
+    print(f"wrote {args.out}/: model.wasm ({manifest['module_bytes']:,} bytes, "
+          f"{manifest['kernels']} kernels, {manifest['launches']} launches), "
+          f"model.weights ({manifest['weights']['bytes']:,} bytes), model.json, "
+          f"spawnml-model.mjs, run.mjs in {manifest['export_seconds']:.1f} s")
+    for kind in ("inputs", "outputs"):
+        for t in manifest[kind]:
+            print(f"  {kind[:-1]:6s} {t['name']}: {t['dtype']} {tuple(t['shape'])}")
+    print(f"run it with: node {args.out}/run.mjs --input NAME=FILE.bin --out OUT_DIR")
+    return 0
+
+
+def add_commands(cli: Any) -> None:
+    p = cli.add_parser(
+        "export-wasm",
+        help="write a model as one self-contained WebAssembly module (node, browsers, wasmtime)",
+        description="Plan MODEL on the wasm backend for fixed input shapes and write OUT/ "
+        "with model.wasm (every kernel and the plan), model.weights, model.json (the "
+        "manifest) and a JS loader plus a node runner (run.mjs).",
+    )
+    p.add_argument("model", help="an ONNX file, URL or built-in model name")
+    p.add_argument("out", help="the folder to write")
+    p.add_argument("--shape", action="append", metavar="NAME=D0,D1,...",
+                   help="fix a dynamic input's shape (repeatable)")
+    p.set_defaults(func=cmd_export_wasm)
