@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,14 @@ _NATIVE = frozenset(
         DType.bool,
     }
 )
+
+
+def plan_modules_enabled() -> bool:
+    """``SPAWNML_WASM_PLAN``: 1 (default) links a recorded plan into one module, 0 not."""
+    value = os.environ.get("SPAWNML_WASM_PLAN", "1")
+    if value not in ("0", "1"):
+        raise InvalidInputError(f"SPAWNML_WASM_PLAN must be 0 or 1, got {value!r}")
+    return value == "1"
 
 
 def default_threads() -> int:
@@ -135,6 +144,12 @@ class WasmBackend(Backend):
         self, program: Program, output: Buffer, inputs: Sequence[Buffer]
     ) -> Callable[[], None]:
         return self.runtime.bind(program, [output.handle[0]] + [b.handle[0] for b in inputs])
+
+    def sequence(self, bound: Sequence[Callable[[], None]]) -> Callable[[], None]:
+        """Consecutive launches of a recorded plan as one plan module (one call per thread);
+        ``SPAWNML_WASM_PLAN=0`` keeps one call per launch."""
+        call = self.runtime.sequence(bound) if plan_modules_enabled() else None
+        return call if call is not None else super().sequence(bound)
 
     def close(self) -> None:
         super().close()

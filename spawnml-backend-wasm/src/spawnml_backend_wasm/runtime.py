@@ -13,11 +13,13 @@ import ctypes
 import functools
 import hashlib
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from typing import Any
 
+import numpy as np
 import wasmtime
 from wasmtime import _bindings as ffi
 
@@ -26,6 +28,8 @@ from spawnml.errors import BackendError, KernelCompileError
 from spawnml.kernel.disk_cache import KernelDiskCache
 
 from .memory import LinearMemory
+from .plan import HEADER, plan_module
+from .wat import WatKernel
 
 # Below this much work per thread (statements executed, ``analysis.work_estimate``), handing
 # part of a launch to another thread costs more than it saves.
@@ -114,16 +118,25 @@ class Runtime:
     # -- execution ------------------------------------------------------------------------
     def _function(self, program: Program) -> tuple[wasmtime.Store, Any]:
         """This thread's instance of ``program``: (store, exported run function)."""
+        store, exports = self._instance(program)
+        return store, exports[0]
+
+    def _export(self, program: Program, name: str) -> Any:
+        """Export ``name`` of this thread's instance of ``program``."""
+        return self._instance(program)[1][1][name]
+
+    def _instance(self, program: Program) -> tuple[wasmtime.Store, tuple[Any, Any]]:
         local = self._local
-        fn = local.instances.get(program.key) if hasattr(local, "store") else None
-        if fn is None:
+        found = local.instances.get(program.key) if hasattr(local, "store") else None
+        if found is None:
             if not hasattr(local, "store") or len(local.instances) >= program_cache_limit(
                     MAX_MODULES):
                 local.store = wasmtime.Store(self.engine)
                 local.instances = {}
             instance = wasmtime.Instance(local.store, program.module, [self.memory.memory])
-            fn = local.instances[program.key] = instance.exports(local.store)["run"]
-        return local.store, fn
+            exports = instance.exports(local.store)
+            found = local.instances[program.key] = (exports["run"], exports)
+        return local.store, found
 
     def _run_range(self, program: Program, lo: int, hi: int, addresses: list[int]) -> None:
         store, fn = self._function(program)
@@ -149,7 +162,8 @@ class Runtime:
             f.result()
 
     def bind(self, program: Program, addresses: Sequence[int]) -> Callable[[], None]:
-        """A callable running the launch with these addresses (recorded plans).
+        """A callable running the launch with these addresses (recorded plans); its
+        ``launch`` attribute is ``(program, addresses)`` (``sequence`` links those).
 
         A launch too small to split across threads runs on the calling thread through
         wasmtime's unchecked call with its raw arguments prepared once: no per-call type
@@ -157,10 +171,21 @@ class Runtime:
         Called from another thread than the one that bound it, it takes the checked path."""
         n = program.size
         addresses = list(addresses)
+        bound: Any
         if program.parts(self.threads) > 1 and self._pool:
-            return functools.partial(self.run, program, addresses)
+            bound = functools.partial(self.run, program, addresses)
+        else:
+            checked = functools.partial(self._run_range, program, 0, n, addresses)
+            bound = self._unchecked(program, [0, n, *addresses], checked)
+        bound.launch = (program, addresses)
+        return bound
+
+    def _unchecked(
+        self, program: Program, values: list[int], checked: Callable[[], Any]
+    ) -> Callable[[], None]:
+        """A callable of ``program``'s run with these i32 arguments through the unchecked
+        call, on the thread that made it (``checked`` on any other thread)."""
         store, fn = self._function(program)
-        values = [0, n, *addresses]
         args = (ffi.wasmtime_val_raw * len(values))()
         for i, v in enumerate(values):
             args[i].i32 = v - (1 << 32) if v >= 1 << 31 else v
@@ -168,7 +193,6 @@ class Runtime:
         trap = ctypes.POINTER(ffi.wasm_trap_t)()
         func_ref, trap_ref, count = ctypes.byref(func), ctypes.byref(trap), len(values)
         owner, ident = threading.get_ident(), threading.get_ident
-        checked = functools.partial(self._run_range, program, 0, n, addresses)
 
         def bound() -> None:
             if ident() != owner:
@@ -181,6 +205,36 @@ class Runtime:
         bound.keep = (store, fn, args, trap)  # type: ignore[attr-defined]
         return bound
 
+    def sequence(self, bound: Sequence[Callable[[], None]]) -> Callable[[], None] | None:
+        """One callable running these ``bind`` results as one plan module (``plan``): one
+        call per thread for the whole sequence. None when one of them is not a bound launch.
+        """
+        launches = [getattr(b, "launch", None) for b in bound]
+        if len(launches) < 2 or any(x is None for x in launches):
+            return None
+        kernels: list[WatKernel] = []
+        index: dict[str, int] = {}
+        spec, words = [], []
+        for program, addresses in launches:  # type: ignore[misc]
+            if program.key not in index:
+                index[program.key] = len(kernels)
+                kernels.append(WatKernel.parse(program.source))
+            spec.append((index[program.key], program.size, program.parts(self.threads),
+                         len(addresses)))  # fmt: skip
+            words += addresses
+        text = plan_module(kernels, spec)
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        program = Program(f"plan-{digest}", self.module(text), 0, source=text)
+        threads = self.threads if self._pool and any(s[2] > 1 for s in spec) else 1
+        nbytes = HEADER + 4 * len(words)
+        block = self.memory.allocate(nbytes)
+        view = self.memory.view(block, nbytes)
+        view[:HEADER] = 0
+        view[HEADER:] = np.asarray(words, np.uint32).view(np.uint8)
+        call = PlanCall(self, program, block, threads)
+        weakref.finalize(call, self.memory.release, block, nbytes)
+        return call
+
     def _failed(self, program: Program, error: Any, trap: Any) -> None:
         if trap:
             message = str(wasmtime.Trap._from_ptr(trap))
@@ -192,3 +246,44 @@ class Runtime:
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+
+
+class PlanCall:
+    """A plan module's run over its argument block: thread 0 on the calling thread, the
+    others on the runtime's pool; a trap on any thread aborts the rest (no barrier is left
+    waiting) and raises BackendError."""
+
+    def __init__(self, runtime: Runtime, program: Program, block: int, threads: int) -> None:
+        self.runtime, self.program, self.block, self.threads = runtime, program, block, threads
+        self._header = runtime.memory.view(block, HEADER)
+        main = functools.partial(self._run, 0)
+        self._main = runtime._unchecked(program, [0, threads, block], main)
+
+    def _run(self, tid: int) -> None:
+        store, fn = self.runtime._function(self.program)
+        try:
+            fn(store, tid, self.threads, self.block)
+        except wasmtime.Trap as exc:
+            self._abort()
+            raise BackendError(f"wasm: plan {self.program.key} trapped: {exc}") from None
+
+    def _abort(self) -> None:
+        store, _ = self.runtime._function(self.program)
+        self.runtime._export(self.program, "abort")(store, self.block)
+
+    def __call__(self) -> None:
+        if self.threads == 1:
+            self._main()
+            return
+        self._header[:] = 0  # barrier count and abort flag (no thread runs the plan now)
+        pool = self.runtime._pool
+        assert pool is not None
+        futures = [pool.submit(self._run, t) for t in range(1, self.threads)]
+        try:
+            self._main()
+        except BackendError:
+            self._abort()
+            raise
+        finally:
+            for f in futures:
+                f.result()
