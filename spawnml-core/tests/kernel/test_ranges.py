@@ -25,6 +25,36 @@ def window(x: Tensor, out: Output, pad: int):
 
 
 @kernel
+def unguarded(x: Tensor, out: Output):
+    i, j = out.index
+    acc = 0.0
+    for k in range(3):
+        acc = acc + x[i, j + k]
+    return acc
+
+
+@kernel
+def outside_read(x: Tensor, out: Output):
+    i, j = out.index
+    c = j - 1
+    acc = 0.0
+    if 0 <= c < x.shape[1]:
+        acc = 1.0
+    else:
+        acc = x[i, c]  # c is -1 here: clamped on targets that clamp, never "in range"
+    return acc
+
+
+@kernel
+def wrapped_test(x: Tensor, out: Output):
+    i = out.index[0]
+    acc = 0.0
+    if i + 2147483000 < 2147483600:  # wraps for i > 647: says nothing exact about i
+        acc = x[i + 700]
+    return acc
+
+
+@kernel
 def huge(x: Tensor, out: Output):
     i = out.index[0]
     if i * 100000000 < 5:  # wraps in i32 for i >= 22: never decided by ranges
@@ -73,12 +103,27 @@ def _loads(k: ir.KernelIR) -> list[ir.Load]:
 def test_loads_proven_inside_their_buffer_are_marked():
     inside = fold_ranges(window.specialize([((4, 8), "float32")], ((4, 6), "float32"), pad=0))
     assert [x.in_range for x in _loads(inside)] == [True]
-    # with padding the column runs from -1 to 8 (the test guarding it is not used to narrow)
+    # with padding the column runs from -1 to 8, but the test guarding the read narrows it
     padded = fold_ranges(window.specialize([((4, 8), "float32")], ((4, 8), "float32"), pad=1))
-    assert [x.in_range for x in _loads(padded)] == [False]
-    # the same read of a buffer one element too short is not inside
+    assert [x.in_range for x in _loads(padded)] == [True]
+    # a read on the other side of that test is not narrowed
+    outside = fold_ranges(outside_read.specialize([((4, 8), "float32")], ((4, 8), "float32")))
+    assert [x.in_range for x in _loads(outside)] == [False]
+    # the guard proves the read even of a buffer one element too short ...
     short = fold_ranges(window.specialize([((4, 7), "float32")], ((4, 6), "float32"), pad=0))
-    assert not any(x.in_range for x in _loads(short))
+    assert [x.in_range for x in _loads(short)] == [True]
+    # ... but the same read with no guard is not inside
+    bare = fold_ranges(unguarded.specialize([((4, 7), "float32")], ((4, 6), "float32")))
+    assert not any(x.in_range for x in _loads(bare))
+    assert [x.in_range for x in _loads(fold_ranges(unguarded.specialize(
+        [((4, 8), "float32")], ((4, 6), "float32"))))] == [True]
+
+
+def test_a_test_that_may_wrap_does_not_narrow():
+    """``i + k < n`` bounds ``i`` only where ``i + k`` cannot wrap: the read below would be
+    out of range for i > 647 if the test were taken at its mathematical word."""
+    spec = fold_ranges(wrapped_test.specialize([((1400,), "float32")], ((1000,), "float32")))
+    assert [x.in_range for x in _loads(spec)] == [False]
 
 
 def test_loop_variables_and_loop_carried_values():

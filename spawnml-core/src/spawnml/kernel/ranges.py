@@ -199,12 +199,43 @@ class _Folder:
             if isinstance(cond, ir.Const) and cond.type == BOOL:
                 self.changed = True
                 return self.block(s.then if cond.value else s.orelse, env)
-            then, env_then = self.block(s.then, env)
+            then, env_then = self.block(s.then, self.refine(cond, env))
             orelse, env_else = self.block(s.orelse, env)
             return [ir.If(s.line, cond, tuple(then), tuple(orelse))], _join_env(env_then, env_else)
         if isinstance(s, ir.For):
             return self.loop(s, env)
         return [s], env
+
+    def refine(self, cond: ir.Expr, env: Env) -> Env:
+        """``env`` narrowed by what ``cond`` being true says: each conjunct ``x < y`` (or
+        ``<=``, ``>``, ``>=``) where one side is a variable plus a constant bounds that
+        variable by the other side's interval (the interior versions of loop nests,
+        ``spawnml.kernel.interior``, test their invocation's position this way)."""
+        if isinstance(cond, ir.Binary) and cond.op == Op.AND:
+            return self.refine(cond.b, self.refine(cond.a, env))
+        if not (isinstance(cond, ir.Binary) and cond.op in _FLIP and cond.a.type == I32):
+            return env
+        small, large = (cond.a, cond.b) if cond.op in (Op.LT, Op.LE) else (cond.b, cond.a)
+        strict = 1 if cond.op in (Op.LT, Op.GT) else 0
+        changed = self.changed
+        r_small, r_large = self.expr(small, env)[1], self.expr(large, env)[1]
+        self.changed = changed  # evaluated for their intervals only
+        env = dict(env)
+        for side, other, upper in ((small, r_large, True), (large, r_small, False)):
+            found = _offset(side)
+            if found is None or other is None:
+                continue
+            name, k = found
+            known = env.get(name)
+            if known is None or not (_LO <= known[0] + k and known[1] + k <= _HI):
+                continue  # name + k may wrap: the test says nothing exact about name
+            lo, hi = known
+            if upper:  # name + k <= other.hi (- 1 when strict)
+                hi = min(hi, other[1] - strict - k)
+            else:  # other.lo (+ 1 when strict) <= name + k
+                lo = max(lo, other[0] + strict - k)
+            env[name] = (lo, hi) if lo <= hi else env.get(name)
+        return env
 
     def loop(self, s: ir.For, env: Env) -> tuple[list[ir.Stmt], Env]:
         start, r0 = self.expr(s.start, env)
@@ -227,6 +258,24 @@ class _Folder:
         exit_env = _join_env(entry, after)
         exit_env[s.var.name] = None
         return [dataclasses.replace(s, start=start, stop=stop, body=tuple(body))], exit_env
+
+
+_FLIP = (Op.LT, Op.LE, Op.GT, Op.GE)
+
+
+def _offset(e: ir.Expr) -> tuple[str, int] | None:
+    """``(name, k)`` when ``e`` is variable ``name`` plus the constant ``k``."""
+    if isinstance(e, ir.Var) and e.type == I32:
+        return e.name, 0
+    if isinstance(e, ir.Binary) and e.op in (Op.ADD, Op.SUB):
+        sign = 1 if e.op == Op.ADD else -1
+        if isinstance(e.b, ir.Const) and e.b.type == I32:
+            inner = _offset(e.a)
+            return None if inner is None else (inner[0], inner[1] + sign * int(e.b.value))
+        if e.op == Op.ADD and isinstance(e.a, ir.Const) and e.a.type == I32:
+            inner = _offset(e.b)
+            return None if inner is None else (inner[0], inner[1] + int(e.a.value))
+    return None
 
 
 def fold_ranges(k: ir.KernelIR) -> ir.KernelIR:

@@ -2,21 +2,40 @@
 
 A specialised kernel computes one output per invocation. :func:`schedule` gives it the shape
 a target runs: the register tile that buys reuse within the target's budget
-(``spawnml.kernel.tile``), then the index tests its value ranges decide folded away
-(``spawnml.kernel.ranges``). ``Backend.compile`` calls it with the backend's budget; a
-compile-only check (CUDA's NVRTC check) calls it with the same numbers, so what is checked
-is what would run.
+(``spawnml.kernel.tile``), an interior version of each padded loop nest without its bounds
+tests (``spawnml.kernel.interior``), short innermost loops unrolled (``spawnml.kernel.unroll``),
+then the index tests its value ranges decide folded away (``spawnml.kernel.ranges``).
+``Backend.compile`` calls it with the backend's budget; a compile-only check (CUDA's NVRTC
+check) calls it with the same numbers, so what is checked is what would run.
 """
 
 from __future__ import annotations
 
+import os
+
+from ..errors import InvalidInputError
+from .interior import version_interior
 from .ir import KernelIR
 from .ranges import fold_ranges
 from .tile import register_tile
+from .unroll import unroll_short_loops
+
+
+def interior_enabled() -> bool:
+    """``SPAWNML_INTERIOR``: 1 (default) gives loop nests an interior version without the
+    bounds tests that hold there (``spawnml.kernel.interior``), 0 not."""
+    value = os.environ.get("SPAWNML_INTERIOR", "1")
+    if value not in ("0", "1"):
+        raise InvalidInputError(f"SPAWNML_INTERIOR must be 0 or 1, got {value!r}")
+    return value == "1"
 
 
 def schedule(kernel: KernelIR, max_tile_outputs: int = 1, interleave: bool = False) -> KernelIR:
-    """``kernel`` tiled (up to ``max_tile_outputs`` outputs per invocation) and range-folded."""
+    """``kernel`` tiled (up to ``max_tile_outputs`` outputs per invocation), given interior
+    versions of its padded loop nests, its short innermost loops unrolled, and
+    range-folded."""
     if max_tile_outputs > 1:
         kernel = register_tile(kernel, max_tile_outputs, interleave)
-    return fold_ranges(kernel)
+    if interior_enabled():
+        kernel = version_interior(kernel)
+    return fold_ranges(unroll_short_loops(kernel))
