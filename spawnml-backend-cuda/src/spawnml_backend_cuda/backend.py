@@ -54,7 +54,8 @@ def compile_check(kernel: KernelIR, arch: tuple[int, int] = DEFAULT_ARCH) -> str
     Raises KernelCompileError carrying the compiler log when the source does not compile.
     Always compiles (no disk cache): it is a check.
     """
-    kernel = schedule(kernel, CUDABackend.max_tile_outputs, CUDABackend.tile_interleave)
+    kernel = schedule(kernel, CUDABackend.max_tile_outputs, CUDABackend.tile_interleave,
+                      CUDABackend.tile_inner)
     source = render(kernel)
     dump.write("cuda", kernel, source, "cu")
     return compile_ptx(source, arch, what=f"{kernel.name} ({kernel.source})", cache=False)

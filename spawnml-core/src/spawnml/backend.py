@@ -191,6 +191,9 @@ class Backend(abc.ABC):
 
     max_tile_outputs: ClassVar[int] = 1
     """Outputs one invocation may compute (a register tile, ``spawnml.kernel.tile``); 1: none."""
+    tile_inner: ClassVar[int] = 4
+    """Outputs along a register tile's innermost axis (a multiple of the target's vector
+    width: Wasm takes 8, two SIMD128 vectors, within a budget of 32)."""
     tile_interleave: ClassVar[bool] = False
     """Lay a tile's innermost axis out across invocations (``tile_kernel(interleave=True)``).
     Measured on PoCL and lavapipe: no faster than blocks (512³ MatMul 6.1 vs 7.5 GFLOP/s)."""
@@ -201,7 +204,7 @@ class Backend(abc.ABC):
         the index tests its value ranges decide folded away."""
         from .kernel.schedule import schedule
 
-        return schedule(kernel, self.max_tile_outputs, self.tile_interleave)
+        return schedule(kernel, self.max_tile_outputs, self.tile_interleave, self.tile_inner)
 
     def check_limits(self, kernel: KernelIR) -> None:
         """Refuse (KernelCompileError) a kernel this device provably cannot run correctly."""

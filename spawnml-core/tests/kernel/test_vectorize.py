@@ -204,3 +204,23 @@ def test_two_lane_vectors_write_only_their_two_elements(backend, tile):
     assert MARK[backend].replace("float4", "float2") in _source(tiled, backend)
     got = _run(backend, matmul, tiled, [A, B])
     np.testing.assert_allclose(got, A @ B, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", VECTOR_TARGETS)
+@pytest.mark.parametrize("case", ["matmul", "clamped_edges", "padded_conv", "transposed",
+                                  "drift", "helper_call"])
+def test_rows_longer_than_a_vector_become_several_vectors(case, backend):
+    """An 8-wide tile row on a 4-lane target: two vectors per row (Wasm's 4 x 8 tiles), each
+    loaded and stored as its own four neighbours, and the results what numpy computes."""
+    k, arrays, shape, ref, vectorised = CASES[case]
+    spec = k.specialize([(a.shape, "float32") for a in arrays], (shape, "float32"),
+                        **CONSTS.get(case, {}))
+    tiled = tile_kernel(spec, (2, 8) if len(shape) == 2 else (2, 1, 8))
+    got = _run(backend, k, tiled, arrays)
+    np.testing.assert_allclose(got, ref(), rtol=1e-5, atol=1e-5)
+    if vectorised and backend == "opencl":
+        vec = vectorize(get_backend("opencl").renderer.lower(tiled), 4)
+        assert len(vec.vectors) >= 4  # two accumulators per row, two rows
+        assert all(len(v.lane_names) == 4 for v in vec.vectors)
+        if case in ("matmul", "clamped_edges", "helper_call"):
+            assert sum(isinstance(s, ir.VecStore) for s in ir.walk_stmts(vec.body)) == 4

@@ -30,12 +30,15 @@ def interior_enabled() -> bool:
     return value == "1"
 
 
-def schedule(kernel: KernelIR, max_tile_outputs: int = 1, interleave: bool = False) -> KernelIR:
-    """``kernel`` tiled (up to ``max_tile_outputs`` outputs per invocation), given interior
+def schedule(
+    kernel: KernelIR, max_tile_outputs: int = 1, interleave: bool = False, tile_inner: int = 4
+) -> KernelIR:
+    """``kernel`` tiled (up to ``max_tile_outputs`` outputs per invocation, ``tile_inner``
+    along the innermost tiled axis), given interior
     versions of its padded loop nests, its short innermost loops unrolled, and
     range-folded."""
     if max_tile_outputs > 1:
-        kernel = register_tile(kernel, max_tile_outputs, interleave)
+        kernel = register_tile(kernel, max_tile_outputs, interleave, tile_inner)
     if interior_enabled():
         kernel = version_interior(kernel)
     return fold_ranges(unroll_short_loops(kernel))

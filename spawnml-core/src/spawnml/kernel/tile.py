@@ -41,7 +41,8 @@ from .types import ScalarType
 
 I32 = ScalarType.i32
 _SIDE = 4
-"""Outputs along the innermost tiled axis (a vector of 4 on targets with vectors)."""
+"""Outputs along the innermost tiled axis by default (a vector of 4 on targets with vectors;
+a target may ask for more, ``Backend.tile_inner``: Wasm takes 8, two vectors)."""
 _OUTER_SIDE = 8
 """At most this many along the outer axis of a two-axis block: 4 x 4 under a budget of 16,
 8 x 4 under 32 (eight vector accumulators: 80 against 35 GFLOP/s on PoCL at 512^3)."""
@@ -201,13 +202,14 @@ def loads_per_output(loads: Sequence[frozenset[int]], tile: Sequence[int]) -> fl
 
 
 def plan_tile(
-    k: ir.KernelIR, max_outputs: int, min_invocations: int = 64
+    k: ir.KernelIR, max_outputs: int, min_invocations: int = 64, inner: int = _SIDE
 ) -> tuple[int, ...] | None:
     """The register tile for ``k`` (outputs per invocation along each output axis), or None
     when tiling would buy no reuse, the kernel is not in a tileable form, or the budget is 1.
 
-    Among blocks of up to two reuse axes (``_SIDE`` outputs along the inner one, up to
-    ``_OUTER_SIDE`` along the outer, within ``max_outputs``),
+    Among blocks of up to two reuse axes (``inner`` outputs along the inner one, ``_SIDE``
+    on an axis shorter than that, up to ``_OUTER_SIDE`` along the outer, within
+    ``max_outputs``),
     the one issuing the fewest loads per output wins; ties go to the innermost axes."""
     if max_outputs < 2 or k.output.size < 2 * min_invocations:
         return None
@@ -221,7 +223,8 @@ def plan_tile(
         tile = [1] * len(shape)
         budget = max_outputs
         for n, d in enumerate(chosen):  # innermost first
-            tile[d] = min(_SIDE if n == 0 else _OUTER_SIDE, shape[d], budget)
+            side = _OUTER_SIDE if n else inner if shape[d] >= inner else _SIDE
+            tile[d] = min(side, shape[d], budget)
             budget //= max(tile[d], 1)
         while _invocations(shape, tile) < min_invocations and max(tile) > 1:
             d = max(range(len(tile)), key=lambda i: tile[i])
@@ -241,13 +244,15 @@ def _invocations(shape: Sequence[int], tile: Sequence[int]) -> int:
     return n
 
 
-def register_tile(k: ir.KernelIR, max_outputs: int, interleave: bool = False) -> ir.KernelIR:
+def register_tile(
+    k: ir.KernelIR, max_outputs: int, interleave: bool = False, inner: int = _SIDE
+) -> ir.KernelIR:
     """``k`` with the register tile :func:`plan_tile` chooses for a target computing up to
     ``max_outputs`` outputs per invocation (``k`` itself when none pays); ``interleave``:
     see :func:`tile_kernel`."""
     if k.tile:
         return k
-    tile = plan_tile(k, tile_budget(max_outputs))
+    tile = plan_tile(k, tile_budget(max_outputs), inner=inner)
     return k if tile is None else tile_kernel(k, tile, interleave)
 
 

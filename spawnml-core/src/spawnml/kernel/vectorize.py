@@ -56,7 +56,10 @@ def vectorize(k: ir.KernelIR, width: int,
     """``k`` with its register tile's innermost copies as vectors of up to ``width`` lanes
     (``k`` itself when nothing pays); ``storage`` maps a logical dtype to the stored one."""
     types = {v.name: v.type for v in k.locals}
-    candidates = [g for g in k.lane_groups if 2 <= len(g) <= width and len(g) in (2, 4, 8, 16)
+    groups = [g[i:i + width] for g in k.lane_groups if len(g) > width and len(g) % width == 0
+              for i in range(0, len(g), width)]  # a row longer than a vector: several
+    groups += [g for g in k.lane_groups if len(g) <= width]
+    candidates = [g for g in groups if 2 <= len(g) <= width and len(g) in (2, 4, 8, 16)
                   and all(n in types for n in g)]
     if not candidates:
         return k
@@ -66,7 +69,7 @@ def vectorize(k: ir.KernelIR, width: int,
     floats = {g for g in candidates if all(types[n] is F32 and n not in loop_vars for n in g)}
     ints = [g for g in candidates if types[g[0]] is ScalarType.i32]
     while True:
-        v = _Vectorizer(k, floats, ints, storage)
+        v = _Vectorizer(k, floats, ints, storage, width)
         body = v.block(k.body, {})
         if v.paying == floats:
             break
@@ -228,8 +231,10 @@ class _Vectorizer:
     a splat) and the vector stores made."""
 
     def __init__(self, k: ir.KernelIR, floats: set[tuple[str, ...]],
-                 ints: Sequence[tuple[str, ...]], storage: Callable[[DType], DType]) -> None:
+                 ints: Sequence[tuple[str, ...]], storage: Callable[[DType], DType],
+                 width: int) -> None:
         self.k = k
+        self.width = width
         self.floats = floats
         self.first = {g[0]: g for g in (*floats, *ints)}
         self.ints = set(ints)
@@ -316,6 +321,8 @@ class _Vectorizer:
                         continue
             if isinstance(s, ir.Store) and self.f32_output and self.k.tile:
                 lanes = self.k.tile[max(d for d, t in enumerate(self.k.tile) if t > 1)]
+                if lanes > self.width and lanes % self.width == 0:
+                    lanes = self.width  # a row longer than a vector: one store per vector
                 run = stmts[i:i + lanes]
                 if _store_run(run, lanes) and lanes > 1 and all(
                         r.value.type is F32 for r in run):  # type: ignore[attr-defined]
