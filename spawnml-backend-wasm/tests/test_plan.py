@@ -174,3 +174,17 @@ def test_heavy_invocations_split_across_threads() -> None:
     light = Program("light", None, MIN_WORK_PER_THREAD // 2, 1)  # type: ignore[arg-type]
     assert heavy.parts(2) == 2 and light.parts(2) == 1
     assert Program("big", None, 4 * MIN_WORK_PER_THREAD, 1).parts(2) == 2  # type: ignore[arg-type]
+
+
+def test_memory_keeps_slack_after_the_last_block() -> None:
+    """Stride-2 vector loads read up to SLACK bytes past a buffer: never past the memory."""
+    from spawnml_backend_wasm.memory import SLACK
+
+    backend = WasmBackend(threads=1)
+    try:
+        memory = backend.runtime.memory
+        for nbytes in (16, 1 << 20, 3 << 20, 65536 * 40 - 16):
+            memory.allocate(nbytes)
+            assert memory.size >= memory.top + SLACK
+    finally:
+        backend.close()

@@ -38,6 +38,7 @@ import numpy as np
 from spawnml.errors import ExportError, InvalidInputError
 
 from .link import link
+from .memory import SLACK
 from .wat import WatKernel
 
 ABI_VERSION = 1
@@ -341,7 +342,7 @@ def _layout(rec: Any, session: Any, backend: Any, names: list[str]) -> ExportedP
         out.calls.append((kernels[program.key], program.size, address(item.out),
                           [address(r) for r in item.ins]))  # fmt: skip
     out.counts = [(addresses[("counts", a)], t.size) for a, t in counts.items()]
-    out.end = at
+    out.end = at + SLACK  # strided vector loads read up to 16 bytes past a buffer
     return out
 
 

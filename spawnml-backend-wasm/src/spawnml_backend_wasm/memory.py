@@ -22,6 +22,8 @@ MAX_PAGES = 65536  # wasm32: 4 GiB
 MAX_BYTES = PAGE * MAX_PAGES  # also backend.MAX_BYTES (kept free of this module's import)
 _ALIGN = 16
 _BASE = 1024  # offset 0 stays unused, so a zero address is never a tensor
+SLACK = 16  # readable bytes kept after the last block: a stride-2 vector load reads past its
+# last lane (TargetTraits.strided_vector_loads)
 
 
 def shared_memory_extern(memory: wasmtime.SharedMemory) -> wasmtime.SharedMemory:
@@ -103,7 +105,7 @@ class LinearMemory:
                 f"(4 GiB at most; {self.live} bytes live, {MAX_BYTES - off} bytes left above the "
                 "highest allocation)"
             )
-        self._ensure(off + size)
+        self._ensure(off + size + SLACK)
         self.top = off + size
         self.live += size
         return off

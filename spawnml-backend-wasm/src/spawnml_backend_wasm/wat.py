@@ -93,10 +93,13 @@ TRAITS = TargetTraits(
     },
     f16_arithmetic=False,  # f16 computes as f32, rounded by the round_f16 polyfill
     vector_width=4,  # SIMD128: a register tile's innermost copies as f32x4
+    strided_vector_loads=2,  # two v128 loads and a shuffle (the memory keeps 16 bytes spare)
 )
 # A 2-lane vector lives in the low half of a v128 (its upper lanes are never read).
 _VECTOR_LOAD = {4: "v128.load", 2: "v128.load64_zero"}
 _VECTOR_STORE = {4: "v128.store", 2: "v128.store64_lane 0"}
+# lanes 0 and 2 of each operand: the even f32 lanes of two v128 (a stride-2 load)
+_EVEN_LANES = "0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27"
 """Wasm has only these float operations; every other intrinsic is a kernel-language polyfill."""
 
 _HELPER = re.compile(r"^  \(func \$(\S+)")
@@ -299,10 +302,21 @@ class WasmRenderer(Renderer):
         return text
 
     def visit_VecLoad(self, e: ir.VecLoad) -> str:
-        size = self.kernel.inputs[e.buffer].size - e.lanes + 1
+        span = e.stride * (e.lanes - 1) + 1  # elements from the first lane to the last
+        size = self.kernel.inputs[e.buffer].size - span + 1
         index = self.expr(e.index) if e.in_range else self.clamp(self.expr(e.index), size)
         where = self.address(f"$in{e.buffer}", index, 2)
-        return f"({_VECTOR_LOAD[e.lanes]} {where})"
+        if e.stride == 1:
+            return f"({_VECTOR_LOAD[e.lanes]} {where})"
+        # stride 2: load the span (at most one element past the last lane: the memory keeps
+        # 16 bytes after every buffer) and keep the even lanes
+        if e.lanes == 2:
+            t = self.temp("v128")
+            return f"(i8x16.shuffle {_EVEN_LANES} (local.tee {t} (v128.load {where})) " \
+                   f"(local.get {t}))"
+        t = self.temp("i32")
+        return (f"(i8x16.shuffle {_EVEN_LANES} (v128.load (local.tee {t} {where})) "
+                f"(v128.load offset=16 (local.get {t})))")
 
     def visit_VecBinary(self, e: ir.VecBinary) -> str:
         return f"(f32x4.{_FLOAT[e.op]} {self.expr(e.a)} {self.expr(e.b)})"

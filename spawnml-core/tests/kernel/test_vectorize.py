@@ -224,3 +224,22 @@ def test_rows_longer_than_a_vector_become_several_vectors(case, backend):
         assert all(len(v.lane_names) == 4 for v in vec.vectors)
         if case in ("matmul", "clamped_edges", "helper_call"):
             assert sum(isinstance(s, ir.VecStore) for s in ir.walk_stmts(vec.body)) == 4
+
+
+X2 = rng.standard_normal((3, 11, 17)).astype(np.float32)
+
+
+@pytest.mark.parametrize("backend", VECTOR_TARGETS)
+@pytest.mark.parametrize("lanes", [8, 4, 2])
+@pytest.mark.parametrize("pad", [0, 1])
+def test_lanes_two_apart_load_the_span_where_the_target_can(backend, lanes, pad):
+    """A stride-2 convolution's lanes read every other input element: Wasm loads the span and
+    keeps the even lanes (one element past the last lane is read, never used), OpenCL gathers."""
+    spec = conv2d.specialize([(X2.shape, "float32"), (W.shape, "float32")],
+                             ((8, (11 + 2 * pad - 3) // 2 + 1, (17 + 2 * pad - 3) // 2 + 1),
+                              "float32"), pad=pad, stride=2)  # fmt: skip
+    tiled = tile_kernel(spec, (2, 1, lanes))
+    source = _source(tiled, backend)
+    assert ("i8x16.shuffle" in source) == (backend == "wasm")
+    got = _run(backend, conv2d, tiled, [X2, W])
+    np.testing.assert_allclose(got, _ref_conv(X2, W, pad, 2), rtol=1e-5, atol=1e-5)

@@ -234,11 +234,13 @@ class VecLanes(VecExpr):
 
 @dataclass(frozen=True)
 class VecLoad(VecExpr):
-    """Elements ``index`` .. ``index + lanes - 1`` of input ``buffer`` (``index`` scalar i32)."""
+    """Elements ``index``, ``index + stride``, .., ``index + (lanes - 1) * stride`` of input
+    ``buffer`` (``index`` scalar i32; a stride above 1 only where the target's traits allow)."""
 
     buffer: int
     index: Expr
     in_range: bool = False  # every lane's read is proven inside the buffer
+    stride: int = 1
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,8 @@ class Renderer(Visitor):
         lowered = self.lower(k)
         width = vector_width(self.traits.vector_width)
         if width > 1 and lowered.lane_groups:
-            lowered = vectorize(lowered, width, self.storage_dtype)
+            lowered = vectorize(lowered, width, self.storage_dtype,
+                                self.traits.strided_vector_loads)
         return self.print_kernel(lowered)
 
     def print_kernel(self, k: ir.KernelIR) -> str:  # pragma: no cover - abstract

@@ -58,6 +58,11 @@ class TargetTraits:
     vector_width: int = 1
     """Lanes of the widest f32 vector the target computes with natively (OpenCL ``float4``):
     above 1, a register tile's innermost copies become vectors (``spawnml.kernel.vectorize``)."""
+    strided_vector_loads: int = 1
+    """The largest step between lanes a vector load may have (``VecLoad.stride``): above 1
+    the target loads the span and shuffles (Wasm: a stride-2 convolution's lanes). Such a
+    load reads up to ``stride - 1`` elements past its last lane, so the target must keep
+    that much readable memory after every buffer."""
     rules: PatternMatcher | None = None
     """The target's own rewrites, run last (tinygrad's ``extra_matcher``)."""
 

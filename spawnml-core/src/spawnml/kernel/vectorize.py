@@ -52,9 +52,11 @@ def vector_width(target_width: int) -> int:
 
 
 def vectorize(k: ir.KernelIR, width: int,
-              storage: Callable[[DType], DType] = lambda dt: dt) -> ir.KernelIR:
+              storage: Callable[[DType], DType] = lambda dt: dt,
+              max_stride: int = 1) -> ir.KernelIR:
     """``k`` with its register tile's innermost copies as vectors of up to ``width`` lanes
-    (``k`` itself when nothing pays); ``storage`` maps a logical dtype to the stored one."""
+    (``k`` itself when nothing pays); ``storage`` maps a logical dtype to the stored one;
+    ``max_stride``: the largest step between the lanes of a vector load the target has."""
     types = {v.name: v.type for v in k.locals}
     groups = [g[i:i + width] for g in k.lane_groups if len(g) > width and len(g) % width == 0
               for i in range(0, len(g), width)]  # a row longer than a vector: several
@@ -69,7 +71,7 @@ def vectorize(k: ir.KernelIR, width: int,
     floats = {g for g in candidates if all(types[n] is F32 and n not in loop_vars for n in g)}
     ints = [g for g in candidates if types[g[0]] is ScalarType.i32]
     while True:
-        v = _Vectorizer(k, floats, ints, storage, width)
+        v = _Vectorizer(k, floats, ints, storage, width, max_stride)
         body = v.block(k.body, {})
         if v.paying == floats:
             break
@@ -232,9 +234,10 @@ class _Vectorizer:
 
     def __init__(self, k: ir.KernelIR, floats: set[tuple[str, ...]],
                  ints: Sequence[tuple[str, ...]], storage: Callable[[DType], DType],
-                 width: int) -> None:
+                 width: int, max_stride: int = 1) -> None:
         self.k = k
         self.width = width
+        self.max_stride = max_stride
         self.floats = floats
         self.first = {g[0]: g for g in (*floats, *ints)}
         self.ints = set(ints)
@@ -290,10 +293,11 @@ class _Vectorizer:
                                 self.vec([e.a for e in lanes], env),  # type: ignore[attr-defined]
                                 self.vec([e.b for e in lanes], env))  # type: ignore[attr-defined]
         if (t is F32 and isinstance(first, ir.Load) and first.buffer in self.f32_inputs
-                and all(isinstance(e, ir.Load) and e.buffer == first.buffer for e in lanes)
-                and self.stride([e.index for e in lanes], env) == 1):  # type: ignore[attr-defined]
-            return ir.VecLoad(t, n, first.buffer, first.index,
-                              all(e.in_range for e in lanes))  # type: ignore[attr-defined]
+                and all(isinstance(e, ir.Load) and e.buffer == first.buffer for e in lanes)):
+            step = self.stride([e.index for e in lanes], env)  # type: ignore[attr-defined]
+            if step is not None and 1 <= step <= self.max_stride:
+                return ir.VecLoad(t, n, first.buffer, first.index,
+                                  all(e.in_range for e in lanes), step)  # type: ignore[attr-defined]
         return ir.VecLanes(t, n, tuple(lanes))
 
     # -- statements
