@@ -107,6 +107,13 @@ CASES: list[tuple[str, int, str]] = [
     # spawnml-conformance
     ("conformance --bogus", 2, "unrecognized arguments"),
     ("conformance --backend nope", 2, "'nope' is not registered"),
+    # spawnml-backend-wasm
+    ("export-wasm", 2, "required: model, out"),
+    ("export-wasm nope out", 1, "not a file, a URL or a built-in name"),
+    (f"export-wasm {M} out --shape x", 1, "--shape expects NAME=D0,D1"),
+    (f"export-wasm {M} out --shape input=1,3,a", 1, "--shape expects NAME=D0,D1"),
+    (f"export-wasm {M} out --shape nope=1,3", 1, "not model inputs \\(inputs: \\['input'\\]\\)"),
+    ("export-wasm {unsupported} out", 1, "Frobnicate"),
     # spawnml-ray
     ("batch", 2, "required"),
     ("batch nope {dir} out", 2, "invalid choice"),

@@ -142,6 +142,7 @@ class NumpyCodegen(Visitor):
         self.max_trip = 1
         self.uses_gid = False
         self.renames: dict[str, str] = {}
+        self.nest_assigned: set[str] = set()  # temporaries already written in this nest
         self.alive_full = True  # no lane has returned yet at this point of the code
         self.top_level = True  # straight-line code at the kernel's top level
 
@@ -343,6 +344,7 @@ class NumpyCodegen(Visitor):
         self.nest = nest
         self.extra_axes = k
         self.renames = renames
+        self.nest_assigned = set()
         self.nest_body(d, (s,), outer_mask, (), nest)
         self.nest = None
         self.extra_axes = 0
@@ -399,7 +401,14 @@ class NumpyCodegen(Visitor):
                     self.emit(d, f"{name} = {combine}({name}, {reduced})")
             elif isinstance(s, ir.Assign):
                 name, value = s.var.name, self.expr(s.value)
-                if mask is not None:  # under an if: lanes outside it keep the earlier value
+                first = name not in self.nest_assigned
+                self.nest_assigned.add(name)
+                # Under an if, lanes outside it keep the value written earlier in this
+                # iteration. A first write has no such value: every read of a nest
+                # temporary sits under the mask of its write (_plan_nest checks it), and
+                # the value from before the nest lacks the loop axes, so it must not be
+                # broadcast against them.
+                if mask is not None and not first:
                     self.emit(d, f"{name} = _np.where({mask}, {value}, {name})")
                     self.affine_env.pop(name, None)
                     continue

@@ -695,6 +695,11 @@ def build_cases() -> list[KernelCase]:
     ref = np.array([padded[i:i + 3] @ w for i in range(x.size)], np.float32)
     add(_case("conditional_temporary_in_reduction", K.padded_taps, {"x": x, "w": w}, ref, F32,
               np.float32, fill=0.25))
+    x = f(1, 7, 2, 3)
+    sq = np.pad(x.astype(np.float64) ** 2, ((0, 0), (2, 2), (0, 0), (0, 0)))
+    ref = sum(sq[:, k:k + 7] for k in range(5))
+    add(_case("window_temporary_in_two_versions", K.window_sum_of_squares, {"x": x}, ref, F32,
+              np.float32, size=5))
     return cases
 
 

@@ -551,3 +551,19 @@ def index_math(x: Tensor, out: Output):
     """Integer index arithmetic with negative intermediate values."""
     i = cast(x.flat[out.flat], i32)
     return (i - 7) // 3 * 10 + (i - 7) % 3 + (-i) // 4
+
+
+@kernel
+def window_sum_of_squares(x: Tensor, out: Output, size: int):
+    """Sum of squares over a window of ``size`` channels (axis 1) centred on the output's:
+    the window test becomes an interior version, and a temporary written in the interior
+    version is written again in the border version's loop."""
+    c = out.index[1]
+    lo = c - (size - 1) // 2
+    acc = 0.0
+    for k in range(size):
+        ck = lo + k
+        if 0 <= ck < x.shape[1]:
+            v = x.flat[out.flat + (ck - c) * x.strides[1]]
+            acc = acc + v * v
+    return acc
