@@ -326,7 +326,8 @@ def test_cli_writes_the_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["export-wasm", str(path), str(tmp_path / "o"), "--shape", "x=2,4"]) == 0
     assert "model.wasm" in capsys.readouterr().out
     assert {p.name for p in (tmp_path / "o").iterdir()} == {
-        "model.wasm", "model.weights", "model.json", "spawnml-model.mjs", "run.mjs"}
+        "model.wasm", "model.weights", "model.json", "spawnml-model.mjs", "run.mjs",
+        "wasi-run.wasm"}
     assert main(["export-wasm", str(path), str(tmp_path / "p"), "--shape", "x=2,a"]) == 1
     assert "--shape expects NAME=D0,D1" in capsys.readouterr().err
 

@@ -32,11 +32,13 @@ def cmd_export_wasm(args: argparse.Namespace) -> int:
     print(f"wrote {args.out}/: model.wasm ({manifest['module_bytes']:,} bytes, "
           f"{manifest['kernels']} kernels, {manifest['launches']} launches), "
           f"model.weights ({manifest['weights']['bytes']:,} bytes), model.json, "
-          f"spawnml-model.mjs, run.mjs in {manifest['export_seconds']:.1f} s")
+          f"spawnml-model.mjs, run.mjs, wasi-run.wasm in {manifest['export_seconds']:.1f} s")
     for kind in ("inputs", "outputs"):
         for t in manifest[kind]:
             print(f"  {kind[:-1]:6s} {t['name']}: {t['dtype']} {tuple(t['shape'])}")
     print(f"run it with: node {args.out}/run.mjs --input NAME=FILE.bin --out OUT_DIR")
+    print(f"         or: wasmtime run --dir {args.out}::model --dir IN_DIR::in --dir OUT_DIR::out "
+          f"--preload model={args.out}/model.wasm {args.out}/wasi-run.wasm")
     return 0
 
 
