@@ -161,6 +161,66 @@ def _wasmtime_run(folder: Path, inputs: Path, outputs: Path) -> subprocess.Compl
     )
 
 
+def _node_run(folder: Path, x: np.ndarray, name: str, out: Path) -> dict:
+    x.tofile(out / "x.bin")
+    proc = subprocess.run([NODE, str(folder / "run.mjs"), str(folder), "--input",
+                           f"{name}={out / 'x.bin'}", "--out", str(out), "--runs", "2"],
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@needs_node
+@pytest.mark.parametrize("name", ["squeezenet1_1", "mobilenetv2"])
+def test_threaded_module_matches_under_node_workers(exported, name: str,
+                                                    tmp_path: Path) -> None:
+    folder, path = exported(name)
+    threaded = tmp_path / "threaded"
+    manifest = export_wasm(path, threaded, threads=2)
+    assert manifest["threads"] == 2 and manifest["split_launches"] > 0
+    assert "wasi" not in manifest and not (threaded / "wasi-run.wasm").exists()
+    x = _image(manifest)
+    input_name = manifest["inputs"][0]["name"]
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    assert _node_run(threaded, x, input_name, tmp_path / "two")["threads"] == 2
+    _node_run(folder, x, input_name, tmp_path / "one")
+    ref = _reference(path, {input_name: x})
+    for out, want in zip(manifest["outputs"], ref, strict=True):
+        file = f"{out['name']}.bin"
+        two = np.fromfile(tmp_path / "two" / file, np.float32).reshape(want.shape)
+        _close(two, want)
+        # a thread computes its outputs exactly as one thread does
+        np.testing.assert_array_equal(two, np.fromfile(tmp_path / "one" / file, np.float32)
+                                      .reshape(want.shape))
+
+
+@needs_node
+def test_threaded_module_reports_bad_use(exported, tmp_path: Path) -> None:
+    _, path = exported("espcn_x3")
+    folder = tmp_path / "threaded"
+    export_wasm(path, folder, threads=2)
+    script = tmp_path / "bad.mjs"
+    script.write_text(f"""
+import {{ ExportedModel }} from {json.dumps((folder / "spawnml-model.mjs").as_uri())};
+const model = await ExportedModel.fromDirectory({json.dumps(str(folder))});
+const e = model.exports;
+const seen = [e.thread_count(), e.run_thread(2)];
+try {{ await model.run({{ input: new Float32Array(3) }}); }} catch (error) {{ seen.push(error.message); }}
+const x = new Float32Array(224 * 224).fill(0.5);
+const y = (await model.run({{ input: x }})).output;
+seen.push(y.length, (await model.run({{ input: x }})).output.every((v, i) => v === y[i]));
+model.close();
+console.log(JSON.stringify(seen));
+""")
+    proc = subprocess.run([NODE, str(script)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    count, bad_tid, message, n, repeat = json.loads(proc.stdout)
+    assert (count, bad_tid) == (2, 4)
+    assert "expected 50176 elements" in message and "got 3" in message
+    assert n == 672 * 672 and repeat is True
+
+
 @needs_wasmtime_cli
 @pytest.mark.parametrize("name", ["squeezenet1_1", "mobilenetv2", "espcn_x3"])
 def test_module_matches_onnxruntime_under_the_wasmtime_cli(exported, name: str,
@@ -326,8 +386,8 @@ def test_cli_writes_the_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["export-wasm", str(path), str(tmp_path / "o"), "--shape", "x=2,4"]) == 0
     assert "model.wasm" in capsys.readouterr().out
     assert {p.name for p in (tmp_path / "o").iterdir()} == {
-        "model.wasm", "model.weights", "model.json", "spawnml-model.mjs", "run.mjs",
-        "wasi-run.wasm"}
+        "model.wasm", "model.weights", "model.json", "spawnml-model.mjs", "spawnml-worker.mjs",
+        "run.mjs", "wasi-run.wasm"}
     assert main(["export-wasm", str(path), str(tmp_path / "p"), "--shape", "x=2,a"]) == 1
     assert "--shape expects NAME=D0,D1" in capsys.readouterr().err
 

@@ -114,6 +114,8 @@ CASES: list[tuple[str, int, str]] = [
     (f"export-wasm {M} out --shape input=1,3,a", 1, "--shape expects NAME=D0,D1"),
     (f"export-wasm {M} out --shape nope=1,3", 1, "not model inputs \\(inputs: \\['input'\\]\\)"),
     ("export-wasm {unsupported} out", 1, "Frobnicate"),
+    (f"export-wasm {M} out --threads 0", 1, "--threads must be between 1 and 64, got 0"),
+    (f"export-wasm {M} out --threads x", 2, "invalid int value"),
     # spawnml-ray
     ("batch", 2, "required"),
     ("batch nope {dir} out", 2, "invalid choice"),

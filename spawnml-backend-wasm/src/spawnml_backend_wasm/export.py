@@ -40,6 +40,7 @@ import numpy as np
 from spawnml.errors import ExportError, InvalidInputError
 
 from .link import link
+from .plan import BARRIER, sequence_body
 from .memory import SLACK
 from .wat import WatKernel
 
@@ -62,9 +63,13 @@ ERRORS = {
     7: "unknown error code",
     8: "run: an index input is out of range of the tensor it indexes (Gather, Scatter, ...); "
        "the outputs are not valid",
+    9: "run_thread: the run was aborted (abort_threads: another thread failed); call "
+       "reset_threads() before the next run",
 }
 OK, WEIGHTS_SIZE, WEIGHTS_CHECKSUM, NOT_LOADED, BAD_INDEX, INPUT_SIZE, INPUT_MISSING = range(7)
-INDEX_OUT_OF_RANGE = 8
+INDEX_OUT_OF_RANGE, ABORTED = 8, 9
+_LOADED_AT, _SET_AT = 0, 4  # state words (in memory, so that every thread's instance sees them)
+_BARRIER_AT = 16  # the threads' barrier: count, generation, abort flag (plan.BARRIER)
 
 _RUNTIME = Path(__file__).parent / "web"
 
@@ -104,6 +109,9 @@ class ExportedPlan:
     inputs: list[_Tensor] = field(default_factory=list)
     outputs: list[_Tensor] = field(default_factory=list)
     counts: list[tuple[int, int]] = field(default_factory=list)  # index checks: address, n
+    parts: list[int] = field(default_factory=list)  # per call: how many threads split it
+    programs: list[Any] = field(default_factory=list)  # per call: the backend's Program
+    threads: int = 1
     end: int = _BASE
 
     @property
@@ -124,81 +132,138 @@ def _table(name: str, values: list[int]) -> str:
     return f"{head}\n{arms}    (i32.const 0))"
 
 
+def _load_function(weights_at: int, weights: bytes) -> list[str]:
+    """``load(nbytes)``: checks the size and checksum of the weights written by the host."""
+    end = weights_at + len(weights)
+    return [
+        '  (func (export "load") (param $n i32) (result i32)',
+        "    (local $p i32) (local $h i32) (local $i i32)",
+        f"    (i32.store (i32.const {_LOADED_AT}) (i32.const 0))",
+        f"    (if (i32.ne (local.get $n) (i32.const {len(weights)})) "
+        f"(then (return (i32.const {WEIGHTS_SIZE}))))",
+        f"    (local.set $p (i32.const {weights_at}))",
+        "    (local.set $i (i32.const 1))",
+        "    (block $done (loop $each",
+        f"      (br_if $done (i32.ge_u (local.get $p) (i32.const {end})))",
+        "      (local.set $h (i32.add (local.get $h) "
+        "(i32.mul (i32.load (local.get $p)) (local.get $i))))",
+        "      (local.set $i (i32.add (local.get $i) (i32.const 2)))",
+        "      (local.set $p (i32.add (local.get $p) (i32.const 4)))",
+        "      (br $each)))",
+        f"    (if (i32.ne (local.get $h) (i32.const {_signed(checksum(weights))})) "
+        f"(then (return (i32.const {WEIGHTS_CHECKSUM}))))",
+        f"    (i32.store (i32.const {_LOADED_AT}) (i32.const 1))",
+        f"    (i32.const {OK}))",
+    ]
+
+
+def _set_input_function(n_inputs: int) -> list[str]:
+    """``set_input(i, nbytes)``: marks input i written when nbytes is its size."""
+    set_word = f"(i32.load (i32.const {_SET_AT}))"
+    bit = "(i32.shl (i32.const 1) (local.get $i))"
+    return [
+        '  (func (export "set_input") (param $i i32) (param $n i32) (result i32)',
+        f"    (if (i32.ge_u (local.get $i) (i32.const {n_inputs})) "
+        f"(then (return (i32.const {BAD_INDEX}))))",
+        f"    (i32.store (i32.const {_SET_AT}) (i32.and {set_word} (i32.xor {bit} (i32.const -1))))",
+        "    (if (i32.ne (local.get $n) (call $input_size (local.get $i))) "
+        f"(then (return (i32.const {INPUT_SIZE}))))",
+        f"    (i32.store (i32.const {_SET_AT}) (i32.or {set_word} {bit}))",
+        f"    (i32.const {OK}))",
+    ]
+
+
+def _ready_checks(n_inputs: int) -> list[str]:
+    """``run``'s preconditions: the weights loaded and every input set."""
+    return [
+        f"    (if (i32.eqz (i32.load (i32.const {_LOADED_AT}))) "
+        f"(then (return (i32.const {NOT_LOADED}))))",
+        f"    (if (i32.ne (i32.load (i32.const {_SET_AT})) (i32.const {(1 << n_inputs) - 1})) "
+        f"(then (return (i32.const {INPUT_MISSING}))))",
+    ]
+
+
+def _thread_functions(plan: ExportedPlan, checks: list[str]) -> list[str]:
+    """``thread_count``, ``run_thread(tid)`` (every tid in 0..n-1 at once, one per thread:
+    each takes its share of the split launches and the threads meet at barriers),
+    ``reset_threads`` (before a run) and ``abort_threads`` (a host whose thread failed)."""
+    n = plan.threads
+    spec = [(k, size, parts, [f"(i32.const {out})", *(f"(i32.const {a})" for a in ins)])
+            for (k, size, out, ins), parts in zip(plan.calls, plan.parts, strict=True)]
+    barrier = f"(call $barrier (i32.const {_BARRIER_AT}) (local.get $nthreads))"
+    return [
+        BARRIER.replace('(func (export "abort") (param $at i32)',
+                        '(func $abort (param $at i32)'),
+        f'  (func (export "thread_count") (result i32) (i32.const {n}))',
+        '  (func (export "reset_threads")',
+        f"    (i32.store (i32.const {_BARRIER_AT}) (i32.const 0))",
+        f"    (i32.store (i32.const {_BARRIER_AT + 8}) (i32.const 0)))",
+        f'  (func (export "abort_threads") (call $abort (i32.const {_BARRIER_AT})))',
+        '  (func (export "run_thread") (param $tid i32) (result i32)',
+        "    (local $nthreads i32) (local $lo i32)",
+        f"    (local.set $nthreads (i32.const {n}))",
+        f"    (if (i32.ge_u (local.get $tid) (i32.const {n})) "
+        f"(then (return (i32.const {BAD_INDEX}))))",
+        *_ready_checks(len(plan.inputs)),
+        *sequence_body(spec, f"(i32.const {_BARRIER_AT})", ABORTED),
+        f"    (if {barrier} (then (return (i32.const {ABORTED}))))",
+        f"    (if (local.get $tid) (then (return (i32.const {OK}))))",
+        *checks,
+        f"    (i32.const {OK}))",
+    ]
+
+
 def module_text(plan: ExportedPlan) -> str:
-    """The WAT of the whole-model module."""
+    """The WAT of the whole-model module (with ``run_thread`` and an imported shared memory
+    when ``plan.threads > 1``)."""
     messages, offsets, at = [], {}, _MESSAGES_AT
     for code, text in ERRORS.items():
         offsets[code] = at
         messages.append(f'  (data (i32.const {at}) "{_wat_string(text)}\\00")')
         at += len(text.encode()) + 1
     assert at <= _BASE, "error messages overflow their region"
-    weights_at, weights_size = _BASE, len(plan.weights)
-    all_inputs = (1 << len(plan.inputs)) - 1
-    calls = "\n".join(
+    calls = [
         f"    (call $k{k} (i32.const 0) (i32.const {n}) (i32.const {out}) "
         + " ".join(f"(i32.const {a})" for a in ins) + ")"
         for k, n, out, ins in plan.calls
-    )
-    checks = "\n".join(  # an index check's counts are per block of indices: any nonzero
+    ]
+    checks = [  # an index check's counts are per block of indices: any nonzero
         f"    (if (call $any_nonzero (i32.const {at}) (i32.const {n})) "
         f"(then (return (i32.const {INDEX_OUT_OF_RANGE}))))"
         for at, n in plan.counts
-    )
+    ]
     code_table = "".join(
         f"    (if (i32.eq (local.get $code) (i32.const {c})) (then (return (i32.const {o}))))\n"
         for c, o in offsets.items()
     )
+    if plan.threads > 1:
+        memory = [f'  (import "env" "memory" (memory {plan.pages} {plan.pages} shared))',
+                  '  (export "memory" (memory 0))']  # fmt: skip
+    else:
+        memory = [f'  (memory (export "memory") {plan.pages} {plan.pages})']
     return "\n".join([
         f";; spawnml export-wasm, ABI {ABI_VERSION}",
         "(module",
-        f'  (memory (export "memory") {plan.pages} {plan.pages})',
+        *memory,
         *messages,
-        "  (global $loaded (mut i32) (i32.const 0))",
-        "  (global $set (mut i32) (i32.const 0))",
         *link(plan.kernels),
         f'  (func (export "abi_version") (result i32) (i32.const {ABI_VERSION}))',
-        f'  (func (export "weights_ptr") (result i32) (i32.const {weights_at}))',
-        f'  (func (export "weights_size") (result i32) (i32.const {weights_size}))',
-        '  (func (export "load") (param $n i32) (result i32)',
-        "    (local $p i32) (local $h i32) (local $i i32)",
-        "    (global.set $loaded (i32.const 0))",
-        f"    (if (i32.ne (local.get $n) (i32.const {weights_size})) "
-        f"(then (return (i32.const {WEIGHTS_SIZE}))))",
-        f"    (local.set $p (i32.const {weights_at}))",
-        "    (local.set $i (i32.const 1))",
-        "    (block $done (loop $each",
-        f"      (br_if $done (i32.ge_u (local.get $p) (i32.const {weights_at + weights_size})))",
-        "      (local.set $h (i32.add (local.get $h) "
-        "(i32.mul (i32.load (local.get $p)) (local.get $i))))",
-        "      (local.set $i (i32.add (local.get $i) (i32.const 2)))",
-        "      (local.set $p (i32.add (local.get $p) (i32.const 4)))",
-        "      (br $each)))",
-        f"    (if (i32.ne (local.get $h) (i32.const {_signed(checksum(plan.weights))})) "
-        f"(then (return (i32.const {WEIGHTS_CHECKSUM}))))",
-        "    (global.set $loaded (i32.const 1))",
-        f"    (i32.const {OK}))",
+        f'  (func (export "weights_ptr") (result i32) (i32.const {_BASE}))',
+        f'  (func (export "weights_size") (result i32) (i32.const {len(plan.weights)}))',
+        *_load_function(_BASE, plan.weights),
         f'  (func (export "input_count") (result i32) (i32.const {len(plan.inputs)}))',
         _table("input_ptr", [t.address for t in plan.inputs]),
         _table("input_size", [t.nbytes for t in plan.inputs]),
-        '  (func (export "set_input") (param $i i32) (param $n i32) (result i32)',
-        f"    (if (i32.ge_u (local.get $i) (i32.const {len(plan.inputs)})) "
-        f"(then (return (i32.const {BAD_INDEX}))))",
-        "    (global.set $set (i32.and (global.get $set) "
-        "(i32.xor (i32.shl (i32.const 1) (local.get $i)) (i32.const -1))))",
-        "    (if (i32.ne (local.get $n) (call $input_size (local.get $i))) "
-        f"(then (return (i32.const {INPUT_SIZE}))))",
-        "    (global.set $set (i32.or (global.get $set) (i32.shl (i32.const 1) (local.get $i))))",
-        f"    (i32.const {OK}))",
+        *_set_input_function(len(plan.inputs)),
         f'  (func (export "output_count") (result i32) (i32.const {len(plan.outputs)}))',
         _table("output_ptr", [t.address for t in plan.outputs]),
         _table("output_size", [t.nbytes for t in plan.outputs]),
         '  (func (export "run") (result i32)',
-        f"    (if (i32.eqz (global.get $loaded)) (then (return (i32.const {NOT_LOADED}))))",
-        f"    (if (i32.ne (global.get $set) (i32.const {all_inputs})) "
-        f"(then (return (i32.const {INPUT_MISSING}))))",
-        calls,
-        checks,
+        *_ready_checks(len(plan.inputs)),
+        *calls,
+        *checks,
         f"    (i32.const {OK}))",
+        *(_thread_functions(plan, checks) if plan.threads > 1 else []),
         "  (func $any_nonzero (param $p i32) (param $n i32) (result i32)",
         "    (local $end i32)",
         "    (local.set $end (i32.add (local.get $p) (i32.shl (local.get $n) (i32.const 2))))",
@@ -242,9 +307,13 @@ def _input_shapes(session: Any, shapes: dict[str, tuple[int, ...]]) -> dict[str,
     return out
 
 
-def record(model: Any, shapes: dict[str, tuple[int, ...]] | None = None) -> ExportedPlan:
+def record(
+    model: Any, shapes: dict[str, tuple[int, ...]] | None = None, threads: int = 1
+) -> ExportedPlan:
     """Plan and record ``model`` (a path, bytes or ModelProto) on a one-thread wasm backend
-    and lay its launches out for one module."""
+    and lay its launches out for one module run by ``threads`` threads."""
+    if not 1 <= threads <= 64:
+        raise InvalidInputError(f"threads must be between 1 and 64, got {threads}")
     import spawnml
     from spawnml.tensor import DeviceTensor
 
@@ -270,7 +339,10 @@ def record(model: Any, shapes: dict[str, tuple[int, ...]] | None = None) -> Expo
         recordings = [r for r in plan.recordings.values() if r is not None]
         if not recordings:
             raise ExportError(f"the model's plan cannot be recorded: {plan.not_recorded}")
-        return _layout(recordings[0], session, backend, names)
+        plan = _layout(recordings[0], session, backend, names)
+        plan.threads = threads
+        plan.parts = [p.parts(threads) for p in plan.programs]
+        return plan
     finally:
         backend.close()
 
@@ -341,6 +413,7 @@ def _layout(rec: Any, session: Any, backend: Any, names: list[str]) -> ExportedP
                 return addresses[("fixed", ref.handle[0])]
             return place(("root", ref), rec.roots[ref].nbytes)
 
+        out.programs.append(program)
         out.calls.append((kernels[program.key], program.size, address(item.out),
                           [address(r) for r in item.ins]))  # fmt: skip
     out.counts = [(addresses[("counts", a)], t.size) for a, t in counts.items()]
@@ -349,14 +422,19 @@ def _layout(rec: Any, session: Any, backend: Any, names: list[str]) -> ExportedP
 
 
 def export_wasm(
-    model: Any, directory: str | Path, shapes: dict[str, tuple[int, ...]] | None = None
+    model: Any,
+    directory: str | Path,
+    shapes: dict[str, tuple[int, ...]] | None = None,
+    threads: int = 1,
 ) -> dict[str, Any]:
-    """Write ``model.wasm``, ``model.weights``, ``model.json`` and the JS runtime into
-    ``directory``; returns the manifest."""
+    """Write ``model.wasm``, ``model.weights``, ``model.json`` and the runners into
+    ``directory``; returns the manifest. ``threads > 1`` writes a module for that many
+    threads on a shared memory (hosts with the Wasm threads proposal: node, cross-origin
+    isolated pages)."""
     import wasmtime
 
     start = time.perf_counter()
-    plan = record(model, shapes)
+    plan = record(model, shapes, threads)
     try:
         binary = wasmtime.wat2wasm(module_text(plan))
     except wasmtime.WasmtimeError as exc:
@@ -367,9 +445,14 @@ def export_wasm(
     (directory / "model.weights").write_bytes(plan.weights)
     from .wasi_runner import file_name, runner_text
 
-    runner = wasmtime.wat2wasm(runner_text([t.name for t in plan.inputs],
-                                           [t.name for t in plan.outputs]))
-    (directory / "wasi-run.wasm").write_bytes(runner)
+    wasi = None
+    if threads == 1:  # the WASI runner has no threads (wasi-threads is not used)
+        runner = wasmtime.wat2wasm(runner_text([t.name for t in plan.inputs],
+                                               [t.name for t in plan.outputs]))
+        (directory / "wasi-run.wasm").write_bytes(runner)
+        wasi = {"module": "wasi-run.wasm", "module_bytes": len(runner),
+                "inputs": [file_name(t.name) for t in plan.inputs],
+                "outputs": [file_name(t.name) for t in plan.outputs]}
     manifest = {
         "format": "spawnml-wasm",
         "abi": ABI_VERSION,
@@ -382,12 +465,13 @@ def export_wasm(
         "launches": len(plan.calls),
         "inputs": [t.manifest() for t in plan.inputs],
         "outputs": [t.manifest() for t in plan.outputs],
-        "wasi": {"module": "wasi-run.wasm", "module_bytes": len(runner),
-                 "inputs": [file_name(t.name) for t in plan.inputs],
-                 "outputs": [file_name(t.name) for t in plan.outputs]},
+        "threads": threads,
+        "split_launches": sum(p > 1 for p in plan.parts),
         "export_seconds": round(time.perf_counter() - start, 3),
     }
+    if wasi is not None:
+        manifest["wasi"] = wasi
     (directory / "model.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    for name in ("spawnml-model.mjs", "run.mjs"):
+    for name in ("spawnml-model.mjs", "spawnml-worker.mjs", "run.mjs"):
         shutil.copyfile(_RUNTIME / name, directory / name)
     return manifest

@@ -25,7 +25,7 @@ from .wat import WatKernel
 HEADER = 16  # barrier count, barrier generation, abort flag, padding
 SPIN = 4000  # barrier polls before a thread sleeps in memory.atomic.wait32
 
-_BARRIER = f"""  (func $barrier (param $at i32) (param $n i32) (result i32)
+BARRIER = f"""  (func $barrier (param $at i32) (param $n i32) (result i32)
     (local $gen i32) (local $spin i32)
     (local.set $gen (i32.atomic.load offset=4 (local.get $at)))
     (if (i32.eq (i32.add (i32.atomic.rmw.add (local.get $at) (i32.const 1)) (i32.const 1))
@@ -55,25 +55,23 @@ def split_step(size: int, parts: int) -> int:
     return (-(-size // parts) + 3) // 4 * 4
 
 
-def plan_module(
-    kernels: Sequence[WatKernel], launches: Sequence[tuple[int, int, int, int]]
-) -> str:
-    """The WAT of a plan module. ``launches``: (kernel index, invocations, parts, arguments)
-    in order; each launch's arguments (output, then inputs) are the next words of the
-    block."""
+def sequence_body(
+    launches: Sequence[tuple[int, int, int, Sequence[str]]], barrier_at: str, aborted: int = 1
+) -> list[str]:
+    """The body lines that run ``launches`` in order in a function with locals ``$tid``,
+    ``$nthreads`` and ``$lo``: each launch is (kernel index, invocations, parts, argument
+    expressions); a barrier at address ``barrier_at`` separates two launches unless both run
+    on thread 0 alone, and a barrier that reports an abort returns ``aborted``."""
     body: list[str] = []
-    word = HEADER
     previous = None
-    for k, size, parts, nargs in launches:
+    for k, size, parts, args in launches:
         if previous is not None and (parts > 1 or previous > 1):
-            body.append("    (if (call $barrier (local.get $block) (local.get $nthreads)) "
-                        "(then (return (i32.const 1))))")  # fmt: skip
-        args = " ".join(f"(i32.load offset={word + 4 * j} (local.get $block))"
-                        for j in range(nargs))  # fmt: skip
-        word += 4 * nargs
+            body.append(f"    (if (call $barrier {barrier_at} (local.get $nthreads)) "
+                        f"(then (return (i32.const {aborted}))))")  # fmt: skip
+        operands = " ".join(args)
         if parts == 1:
             body.append(f"    (if (i32.eqz (local.get $tid)) (then (call $k{k} (i32.const 0) "
-                        f"(i32.const {size}) {args})))")  # fmt: skip
+                        f"(i32.const {size}) {operands})))")  # fmt: skip
         else:
             step = split_step(size, parts)
             body.append(
@@ -81,19 +79,34 @@ def plan_module(
                 f"      (local.set $lo (i32.mul (local.get $tid) (i32.const {step})))\n"
                 f"      (call $k{k} (local.get $lo) (select (i32.const {size}) "
                 f"(i32.add (local.get $lo) (i32.const {step})) (i32.gt_s (i32.add "
-                f"(local.get $lo) (i32.const {step})) (i32.const {size}))) {args})))"
+                f"(local.get $lo) (i32.const {step})) (i32.const {size}))) {operands})))"
             )
         previous = parts
+    return body
+
+
+def plan_module(
+    kernels: Sequence[WatKernel], launches: Sequence[tuple[int, int, int, int]]
+) -> str:
+    """The WAT of a plan module. ``launches``: (kernel index, invocations, parts, arguments)
+    in order; each launch's arguments (output, then inputs) are the next words of the
+    block."""
+    spec = []
+    word = HEADER
+    for k, size, parts, nargs in launches:
+        spec.append((k, size, parts, [f"(i32.load offset={word + 4 * j} (local.get $block))"
+                                      for j in range(nargs)]))  # fmt: skip
+        word += 4 * nargs
     return "\n".join([
         ";; spawnml wasm: a recorded plan in one module",
         "(module",
         '  (import "env" "memory" (memory 1 65536 shared))',
         *link(kernels),
-        _BARRIER,
+        BARRIER,
         '  (func (export "run") (param $tid i32) (param $nthreads i32) (param $block i32) '
         "(result i32)",
         "    (local $lo i32)",
-        *body,
+        *sequence_body(spec, "(local.get $block)"),
         "    (i32.const 0))",
         ")",
     ]) + "\n"

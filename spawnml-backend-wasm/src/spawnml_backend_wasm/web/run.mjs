@@ -38,9 +38,10 @@ try {
   let outputs;
   for (let r = 0; r < runs; r++) {
     start = performance.now();
-    outputs = model.run(feeds);
+    outputs = await model.run(feeds);
     times.push(performance.now() - start);
   }
+  model.close();
   times.sort((a, b) => a - b);
   const written = [];
   if (out) {
@@ -54,6 +55,7 @@ try {
   console.log(JSON.stringify({
     load_ms: loadMs, run_ms: times[Math.floor(times.length / 2)],
     module_bytes: model.manifest.module_bytes, weights_bytes: model.manifest.weights.bytes,
+    threads: model.manifest.threads ?? 1,
     outputs: written,
   }));
 } catch (error) {

@@ -2,11 +2,13 @@
 //
 //   const model = await ExportedModel.fromUrl("model/");        // a browser (fetch)
 //   const model = await ExportedModel.fromDirectory("model/");  // node (fs)
-//   const outputs = model.run({ input: new Float32Array(...) }); // { name: TypedArray }
+//   const outputs = await model.run({ input: new Float32Array(...) }); // { name: TypedArray }
+//   model.close();                                               // ends the worker threads
 //
 // The weights stream one chunk at a time into the module's memory (never whole in the JS
 // heap); the module checks their size and checksum. Every failure throws a SpawnmlError
-// that says what was expected and what was found.
+// that says what was expected and what was found. A module exported with --threads N runs
+// on N workers (spawnml-worker.mjs) sharing its memory: node, or a cross-origin isolated page.
 
 const ARRAYS = {
   float32: Float32Array, int32: Int32Array, uint32: Uint32Array, int64: BigInt64Array,
@@ -30,8 +32,21 @@ export class ExportedModel {
     if (manifest.format !== "spawnml-wasm" || manifest.abi !== 1) {
       throw new SpawnmlError(`expected a spawnml-wasm ABI 1 manifest, got ${manifest.format} ABI ${manifest.abi}`);
     }
-    const { instance } = await WebAssembly.instantiate(moduleBytes, {});
-    const model = new ExportedModel(manifest, instance);
+    const threads = manifest.threads ?? 1;
+    let model;
+    if (threads > 1) {
+      if (typeof SharedArrayBuffer === "undefined") {
+        throw new SpawnmlError(`this module was exported for ${threads} threads, which need shared memory; this host has none (a page must be cross-origin isolated), so export it without --threads`);
+      }
+      const module = await WebAssembly.compile(moduleBytes);
+      const pages = manifest.memory_bytes / 65536;
+      const memory = new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true });
+      model = new ExportedModel(manifest, await WebAssembly.instantiate(module, { env: { memory } }));
+      model.threads = await Promise.all(Array.from({ length: threads }, () => Thread.start(module, memory)));
+    } else {
+      const { instance } = await WebAssembly.instantiate(moduleBytes, {});
+      model = new ExportedModel(manifest, instance);
+    }
     const e = model.exports;
     const base = e.weights_ptr(), size = e.weights_size();
     let written = 0;
@@ -83,13 +98,13 @@ export class ExportedModel {
     const e = this.exports;
     const at = e.error_message(code);
     const bytes = new Uint8Array(e.memory.buffer, at);
-    const text = new TextDecoder().decode(bytes.subarray(0, bytes.indexOf(0)));
+    const text = new TextDecoder().decode(bytes.slice(0, bytes.indexOf(0)));  // unshared copy
     throw new SpawnmlError(detail ? `${text} (${detail})` : text);
   }
 
   // Run on { name: TypedArray } (every input, of its manifest dtype and element count);
-  // returns { name: TypedArray } copies of the outputs.
-  run(feeds) {
+  // resolves to { name: TypedArray } copies of the outputs.
+  async run(feeds) {
     const e = this.exports;
     const missing = this.inputNames.filter((n) => !(n in feeds));
     const unknown = Object.keys(feeds).filter((n) => !this.inputNames.includes(n));
@@ -109,7 +124,15 @@ export class ExportedModel {
         .set(new Uint8Array(value.buffer, value.byteOffset, value.byteLength));
       this.check(e.set_input(i, value.byteLength));
     });
-    this.check(e.run());
+    if (this.threads) {
+      e.reset_threads();
+      const results = await Promise.all(this.threads.map((t, tid) => t.call({ tid })));
+      const trapped = results.findIndex((r) => r.code === -1);
+      if (trapped >= 0) throw new SpawnmlError(`thread ${trapped} trapped: ${results[trapped].error}`);
+      this.check(results[0].code || (results.find((r) => r.code !== 0)?.code ?? 0));
+    } else {
+      this.check(e.run());
+    }
     const outputs = {};
     this.manifest.outputs.forEach((t, i) => {
       const bytes = new Uint8Array(e.memory.buffer, e.output_ptr(i), e.output_size(i)).slice();
@@ -117,4 +140,44 @@ export class ExportedModel {
     });
     return outputs;
   }
+
+  // Ends the worker threads of a threaded module (a no-op otherwise).
+  close() {
+    for (const t of this.threads ?? []) t.terminate();
+    this.threads = null;
+  }
+}
+
+// A worker running spawnml-worker.mjs, in node (worker_threads) or a browser (Worker).
+class Thread {
+  static async start(module, memory) {
+    const url = new URL("./spawnml-worker.mjs", import.meta.url);
+    const t = new Thread();
+    if (typeof process !== "undefined" && process.versions?.node) {
+      const { Worker } = await import("node:worker_threads");
+      t.worker = new Worker(url);
+      t.worker.on("message", (m) => t.resolve(m));
+      t.worker.on("error", (error) => t.resolve({ code: -1, error: String(error) }));
+      t.node = true;
+    } else {
+      t.worker = new Worker(url, { type: "module" });
+      t.worker.onmessage = (event) => t.resolve(event.data);
+      t.worker.onerror = (event) => t.resolve({ code: -1, error: event.message });
+    }
+    const ready = await t.call({ module, memory });
+    if (!ready.ready) throw new SpawnmlError(`a worker thread did not start: ${ready.error}`);
+    return t;
+  }
+
+  // Post a message and resolve with the worker's answer (one call at a time per worker);
+  // node's workers keep the process alive only while a call is in flight.
+  call(message) {
+    if (this.node) this.worker.ref();
+    return new Promise((resolve) => {
+      this.resolve = (answer) => { if (this.node) this.worker.unref(); resolve(answer); };
+      this.worker.postMessage(message);
+    });
+  }
+
+  terminate() { this.worker.terminate(); }
 }
