@@ -40,8 +40,8 @@ import numpy as np
 from spawnml.errors import ExportError, InvalidInputError
 
 from .link import link
-from .plan import BARRIER, sequence_body
 from .memory import SLACK
+from .plan import BARRIER, sequence_body
 from .wat import WatKernel
 
 ABI_VERSION = 1
