@@ -206,7 +206,8 @@ import {{ ExportedModel }} from {json.dumps((folder / "spawnml-model.mjs").as_ur
 const model = await ExportedModel.fromDirectory({json.dumps(str(folder))});
 const e = model.exports;
 const seen = [e.thread_count(), e.run_thread(2)];
-try {{ await model.run({{ input: new Float32Array(3) }}); }} catch (error) {{ seen.push(error.message); }}
+try {{ await model.run({{ input: new Float32Array(3) }}); }}
+catch (error) {{ seen.push(error.message); }}
 const x = new Float32Array(224 * 224).fill(0.5);
 const y = (await model.run({{ input: x }})).output;
 seen.push(y.length, (await model.run({{ input: x }})).output.every((v, i) => v === y[i]));

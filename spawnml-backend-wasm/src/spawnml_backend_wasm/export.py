@@ -165,7 +165,8 @@ def _set_input_function(n_inputs: int) -> list[str]:
         '  (func (export "set_input") (param $i i32) (param $n i32) (result i32)',
         f"    (if (i32.ge_u (local.get $i) (i32.const {n_inputs})) "
         f"(then (return (i32.const {BAD_INDEX}))))",
-        f"    (i32.store (i32.const {_SET_AT}) (i32.and {set_word} (i32.xor {bit} (i32.const -1))))",
+        f"    (i32.store (i32.const {_SET_AT}) "
+        f"(i32.and {set_word} (i32.xor {bit} (i32.const -1))))",
         "    (if (i32.ne (local.get $n) (call $input_size (local.get $i))) "
         f"(then (return (i32.const {INPUT_SIZE}))))",
         f"    (i32.store (i32.const {_SET_AT}) (i32.or {set_word} {bit}))",
