@@ -19,7 +19,7 @@ from spawnml.kernel.ir import Op
 from spawnml.kernel.types import ScalarType
 from spawnml.kernel.visitor import Visitor
 
-from .wat import MEMORY_OPS, float_const
+from .wat import F32X4_CALLS, MEMORY_OPS, float_const
 
 if TYPE_CHECKING:
     from .wat import WasmRenderer
@@ -52,16 +52,6 @@ _I32X4 = {
     "ne": "i32x4.ne",
 }
 _I32X4_SIGNED = ("lt", "le", "gt", "ge")
-_F32X4_CALLS = {
-    "sqrt": "f32x4.sqrt",
-    "floor": "f32x4.floor",
-    "ceil": "f32x4.ceil",
-    "trunc": "f32x4.trunc",
-    "round": "f32x4.nearest",
-    "abs": "f32x4.abs",
-    "min": "f32x4.min",
-    "max": "f32x4.max",
-}
 
 
 def lane_safe(k: ir.KernelIR, storage_dtype: Callable[[DType], DType]) -> bool:
@@ -233,8 +223,8 @@ class VectorBody(Visitor):
         t = e.args[0].type
         args = [self.expr(a) for a in e.args]
         if self.r.is_native(e.fn, t):
-            if e.fn in _F32X4_CALLS:
-                return f"({_F32X4_CALLS[e.fn]} {' '.join(args)})"
+            if e.fn in F32X4_CALLS:
+                return f"({F32X4_CALLS[e.fn]} {' '.join(args)})"
             inf = self.splat(float("inf"), T.f32)
             if e.fn == "isnan":
                 tmp = self.vtemp()

@@ -81,6 +81,16 @@ _NATIVE_FLOAT = {
     "min": "f32.min",
     "max": "f32.max",
 }
+F32X4_CALLS = {  # lane-wise forms of the scalar intrinsics above, exact lane by lane
+    "sqrt": "f32x4.sqrt",
+    "floor": "f32x4.floor",
+    "ceil": "f32x4.ceil",
+    "trunc": "f32x4.trunc",
+    "round": "f32x4.nearest",
+    "abs": "f32x4.abs",
+    "min": "f32x4.min",
+    "max": "f32x4.max",
+}
 TRAITS = TargetTraits(
     "wasm",
     intrinsics={
@@ -93,6 +103,7 @@ TRAITS = TargetTraits(
     },
     f16_arithmetic=False,  # f16 computes as f32, rounded by the round_f16 polyfill
     vector_width=4,  # SIMD128: a register tile's innermost copies as f32x4
+    vector_calls=frozenset(F32X4_CALLS),
     strided_vector_loads=2,  # two v128 loads and a shuffle (the memory keeps 16 bytes spare)
 )
 # A 2-lane vector lives in the low half of a v128 (its upper lanes are never read).
@@ -320,6 +331,9 @@ class WasmRenderer(Renderer):
 
     def visit_VecBinary(self, e: ir.VecBinary) -> str:
         return f"(f32x4.{_FLOAT[e.op]} {self.expr(e.a)} {self.expr(e.b)})"
+
+    def visit_VecCall(self, e: ir.VecCall) -> str:
+        return f"({F32X4_CALLS[e.fn]} {' '.join(self.expr(a) for a in e.args)})"
 
     def visit_Return(self, s: ir.Return) -> list[str]:
         if self.in_function:

@@ -204,7 +204,24 @@ class Backend(abc.ABC):
         the index tests its value ranges decide folded away."""
         from .kernel.schedule import schedule
 
-        return schedule(kernel, self.max_tile_outputs, self.tile_interleave, self.tile_inner)
+        return schedule(kernel, self.max_tile_outputs, self.tile_interleave, self.tile_inner,
+                        self.vector_loads_pay)
+
+    def vector_loads_pay(self, tiled: KernelIR) -> bool:
+        """Whether this target's renderer turns the copies of ``tiled`` (a tile along the
+        innermost axis that buys no reuse) into vectors that read inputs with vector loads
+        (``spawnml.kernel.vectorize``): only then is such a tile worth its code."""
+        from .kernel.vectorize import reads_vectors, vector_width, vectorize
+
+        renderer = self.renderer_for(tiled)
+        traits = renderer.traits
+        width = vector_width(traits.vector_width)
+        if width < 2:
+            return False
+        lowered = renderer.lower(tiled)
+        out = vectorize(lowered, width, renderer.storage_dtype, traits.strided_vector_loads,
+                        traits.vector_calls)
+        return reads_vectors(out)
 
     def check_limits(self, kernel: KernelIR) -> None:
         """Refuse (KernelCompileError) a kernel this device provably cannot run correctly."""

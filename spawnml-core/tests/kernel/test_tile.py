@@ -42,6 +42,20 @@ def triangular(a: Tensor, b: Tensor, out: Output):
 
 
 @kernel
+def loop_var_in_a_lane_branch(a: Tensor, out: Output):
+    """A loop variable also looped over under a condition that differs between copies: the
+    shared loop must set every copy's name for it."""
+    i, j = out.index
+    acc = 0.0
+    for k in range(3):
+        acc = acc + a[i, j + k]
+    if a[i, j] > 0.0:
+        for k in range(2):
+            acc = acc + cast(k, f32) * 2.0
+    return acc
+
+
+@kernel
 def early_exit(a: Tensor, out: Output):
     i, j = out.index
     if j == 0:
@@ -150,6 +164,9 @@ CASES = {
                  lambda: _ref_conv(X, W, 1, 1)),
     "conv_stride": (conv2d, [X, W], ((6, 4, 3), "float32"), {"pad": 0, "stride": 2},
                     lambda: _ref_conv(X, W, 0, 2)),
+    "loop_var_in_a_lane_branch": (
+        loop_var_in_a_lane_branch, [A], ((13, 8), "float32"), {},
+        lambda: sum(A[:, k:k + 8] for k in range(3)) + 2.0 * (A[:, :8] > 0)),
     "int": (rowsum_int, [AI], ((9, 5), "int32"), {},
             lambda: AI.sum(1, keepdims=True) * np.arange(1, 6, dtype=np.int32)),
     "int8_out": (rowsum_int, [AI], ((9, 5), "int8"), {},

@@ -19,7 +19,7 @@ import pytest
 from spawnml import get_available_backends, get_backend
 from spawnml.errors import InvalidInputError
 from spawnml.kernel import Output, Tensor, ir, kernel
-from spawnml.kernel.tile import tile_kernel
+from spawnml.kernel.tile import reuse_axes, tile_kernel, vector_tile
 from spawnml.kernel.vectorize import vectorize
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -243,3 +243,66 @@ def test_lanes_two_apart_load_the_span_where_the_target_can(backend, lanes, pad)
     assert ("i8x16.shuffle" in source) == (backend == "wasm")
     got = _run(backend, conv2d, tiled, [X2, W])
     np.testing.assert_allclose(got, _ref_conv(X2, W, pad, 2), rtol=1e-5, atol=1e-5)
+
+
+@kernel
+def window_max(x: Tensor, out: Output):
+    """A 3-wide max over a padded row: no load is shared between outputs (no reuse to buy),
+    but neighbouring outputs read neighbouring elements."""
+    i, j = out.index
+    best = -1e30
+    for k in range(3):
+        c = j + k - 1
+        if 0 <= c < x.shape[1]:
+            best = max(best, x[i, c])
+    return best
+
+
+XW = rng.standard_normal((40, 37)).astype(np.float32)
+
+
+def _ref_window_max(x: np.ndarray) -> np.ndarray:
+    padded = np.pad(x, ((0, 0), (1, 1)), constant_values=-1e30)
+    return np.max([padded[:, k:k + x.shape[1]] for k in range(3)], axis=0)
+
+
+@pytest.mark.parametrize("backend", VECTOR_TARGETS)
+def test_a_kernel_without_reuse_gets_a_vector_tile_when_its_loads_become_vectors(backend):
+    """``Backend.schedule`` tiles the innermost axis by the target's inner side when the
+    vectoriser reads the copies' inputs with vector loads; on Wasm, whose traits list
+    ``max`` in ``vector_calls``, the max itself is one f32x4.max per vector."""
+    target = get_backend(backend)
+    spec = window_max.specialize([(XW.shape, "float32")], (XW.shape, "float32"))
+    assert not reuse_axes(spec)
+    scheduled = target.schedule(spec)
+    assert scheduled.tile[-1] == target.tile_inner and scheduled.tile[0] == 1
+    source = _source(scheduled, backend)
+    assert ("f32x4.max" in source) == (backend == "wasm")
+    got = _run(backend, window_max, scheduled, [XW])
+    np.testing.assert_array_equal(got, _ref_window_max(XW))
+
+
+def test_a_vector_tile_needs_loops_and_the_targets_verdict():
+    spec = window_max.specialize([(XW.shape, "float32")], (XW.shape, "float32"))
+    assert vector_tile(spec, 4, lambda k: False) is spec
+    assert vector_tile(spec, 4, lambda k: True).tile == (1, 4)
+    assert vector_tile(spec, 64, lambda k: True) is spec  # wider than the row
+    flat = elementwise_double.specialize([(XW.shape, "float32")], (XW.shape, "float32"))
+    assert vector_tile(flat, 4, lambda k: True) is flat  # loop-free: nothing to tile for
+
+
+@kernel
+def elementwise_double(x: Tensor, out: Output):
+    return x.flat[out.flat] * 2.0
+
+
+def test_vector_calls_are_only_made_for_intrinsics_the_target_lists():
+    spec = window_max.specialize([(XW.shape, "float32")], (XW.shape, "float32"))
+    tiled = tile_kernel(spec, (1, 4))
+
+    def calls(k: ir.KernelIR) -> set[str]:
+        return {s.value.fn for s in ir.walk_stmts(k.body)
+                if isinstance(s, ir.VecAssign) and isinstance(s.value, ir.VecCall)}
+
+    assert calls(vectorize(tiled, 4, calls=frozenset({"max"}))) == {"max"}
+    assert calls(vectorize(tiled, 4)) == set()

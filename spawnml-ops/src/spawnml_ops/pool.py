@@ -51,9 +51,10 @@ def pool_nd(
     oy = spatial_index(out, 1, nsp) * strides[1] - pads[1]
     ox = spatial_index(out, 2, nsp) * strides[2] - pads[2]
     if mode == 0:
+        # NaN taps are skipped (NaN when every tap is; onnx.reference agrees without pads,
+        # onnxruntime's answer depends on the order of its SIMD max). max propagates NaN, so
+        # the fast loop is a plain max, and a NaN result takes the window again, skipping.
         best = cast(lowest, out.dtype)
-        seen = False  # a tap inside the input
-        real = False  # a tap that is not NaN
         for kz in range(ksp[0]):
             iz = oz + kz * dil[0]
             for ky in range(ksp[1]):
@@ -61,15 +62,26 @@ def pool_nd(
                 for kx in range(ksp[2]):
                     ix = ox + kx * dil[2]
                     if 0 <= iz < xsp[0] and 0 <= iy < xsp[1] and 0 <= ix < xsp[2]:
-                        v = x.flat[xb + iz * sz + iy * sy + ix]
-                        seen = True
-                        if fp:  # NaN taps are skipped, as onnx.reference and onnxruntime do
-                            real = real or not isnan(v)
-                            v = cast(lowest, out.dtype) if isnan(v) else v
-                        best = max(best, v)
+                        best = max(best, x.flat[xb + iz * sz + iy * sy + ix])
         if fp:
-            if seen and not real:  # every tap NaN: NaN, as onnxruntime
-                return cast(math.nan, out.dtype)
+            if isnan(best):
+                best = cast(lowest, out.dtype)
+                real = False  # a tap that is not NaN
+                # its own names: a register tile shares the fast loop's variables only
+                # where no copy assigns them under a condition of its own
+                for nz in range(ksp[0]):
+                    jz = oz + nz * dil[0]
+                    for ny in range(ksp[1]):
+                        jy = oy + ny * dil[1]
+                        for nx in range(ksp[2]):
+                            jx = ox + nx * dil[2]
+                            if 0 <= jz < xsp[0] and 0 <= jy < xsp[1] and 0 <= jx < xsp[2]:
+                                v = x.flat[xb + jz * sz + jy * sy + jx]
+                                if not isnan(v):
+                                    real = True
+                                    best = max(best, v)
+                if not real:
+                    best = cast(math.nan, out.dtype)
         return best
     acc = 0.0
     count = 0.0
@@ -305,6 +317,11 @@ class MaxPool(_Pool):
         nan = x.copy()
         nan[0, 0, 1, 1], nan[0, 1, 2, 2] = np.nan, -np.inf
         u8 = np.random.default_rng(3).integers(0, 255, (1, 1, 5, 5)).astype(np.uint8)
+        big = _rand(5, 1, 3, 20, 22)  # large enough for register tiles, with NaN windows
+        big[0, 0, 0:2, 0:2] = np.nan  # the corner window (with its padding): every tap NaN
+        big[0, 1, 9:12, 9:12] = np.nan  # an interior window all NaN, its neighbours partly
+        big[0, 2, 5, ::3] = np.nan  # single NaN taps along a row
+        big[0, 2, 15, 4] = -np.inf
         return [
             OpCase("max1d", [_rand(1, 2, 3, 9)], {"kernel_shape": (3,), "strides": (2,)}),
             OpCase("max2d_pads_ceil", [x], {"kernel_shape": (3, 2), "strides": (2, 2),
@@ -321,6 +338,10 @@ class MaxPool(_Pool):
             OpCase("max3d_indices", [_rand(2, 1, 1, 4, 3, 5)],
                    {"kernel_shape": (2, 2, 2), "storage_order": 1}, n_outputs=2),
             OpCase("max2d_nan_inf", [nan], {"kernel_shape": (2, 2)}),
+            OpCase("max2d_nan_windows_tiled", [big], {"kernel_shape": (3, 3), "strides": (2, 2),
+                                                      "pads": (1, 1, 1, 1)}),
+            OpCase("max2d_nan_windows_stride1", [big], {"kernel_shape": (3, 3),
+                                                        "pads": (1, 1, 1, 1)}),
             OpCase("max2d_uint8", [u8], {"kernel_shape": (2, 2), "pads": (1, 1, 1, 1)}),
             OpCase("max2d_size1", [_rand(4, 1, 1, 1, 1)], {"kernel_shape": (1, 1)}),
         ]

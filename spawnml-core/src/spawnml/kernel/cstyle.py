@@ -306,6 +306,14 @@ class CStyleRenderer(Renderer):
     def visit_VecBinary(self, e: ir.VecBinary) -> tuple[str, int]:
         return f"({self.text(e.a)} {BINARY[e.op][0]} {self.text(e.b)})", PREC_ATOM
 
+    def visit_VecCall(self, e: ir.VecCall) -> tuple[str, int]:
+        """The scalar spelling applied to vectors: C-style targets that list ``fn`` in
+        ``vector_calls`` overload it for vectors (OpenCL's builtins)."""
+        template = self.traits.native(e.fn, e.type)
+        if template is None or "{t}" in template:
+            raise AssertionError(f"{e.fn} is listed in vector_calls but has no plain spelling")
+        return template.format(*(self.text(a) for a in e.args)), PREC_ATOM
+
     def visit_VecAssign(self, s: ir.VecAssign, in_function: bool) -> list[str]:
         return [f"{self.var_name(s.name)} = {self.text(s.value)};"]
 

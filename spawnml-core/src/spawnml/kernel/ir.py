@@ -253,6 +253,15 @@ class VecBinary(VecExpr):
 
 
 @dataclass(frozen=True)
+class VecCall(VecExpr):
+    """Lane-wise intrinsic ``fn`` (one the target's traits list in ``vector_calls``: its
+    vector form gives every lane exactly the scalar result)."""
+
+    fn: str
+    args: tuple[VecExpr, ...]
+
+
+@dataclass(frozen=True)
 class VecAssign(Stmt):
     """Vector variable ``name`` = ``value`` (a ``VecExpr``); printed only by targets whose
     traits set ``vector_width`` above 1, like ``VecStore``."""

@@ -76,7 +76,7 @@ class Renderer(Visitor):
         width = vector_width(self.traits.vector_width)
         if width > 1 and lowered.lane_groups:
             lowered = vectorize(lowered, width, self.storage_dtype,
-                                self.traits.strided_vector_loads)
+                                self.traits.strided_vector_loads, self.traits.vector_calls)
         return self.print_kernel(lowered)
 
     def print_kernel(self, k: ir.KernelIR) -> str:  # pragma: no cover - abstract

@@ -12,12 +12,13 @@ check) calls it with the same numbers, so what is checked is what would run.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from ..errors import InvalidInputError
 from .interior import version_interior
 from .ir import KernelIR
 from .ranges import fold_ranges
-from .tile import register_tile
+from .tile import register_tile, tile_budget, vector_tile
 from .unroll import unroll_short_loops
 
 
@@ -31,14 +32,23 @@ def interior_enabled() -> bool:
 
 
 def schedule(
-    kernel: KernelIR, max_tile_outputs: int = 1, interleave: bool = False, tile_inner: int = 4
+    kernel: KernelIR,
+    max_tile_outputs: int = 1,
+    interleave: bool = False,
+    tile_inner: int = 4,
+    vectorizes: Callable[[KernelIR], bool] | None = None,
 ) -> KernelIR:
     """``kernel`` tiled (up to ``max_tile_outputs`` outputs per invocation, ``tile_inner``
-    along the innermost tiled axis), given interior
+    along the innermost tiled axis; without reuse to buy, ``tile_inner`` along the innermost
+    axis when ``vectorizes`` says the target makes vectors of it), given interior
     versions of its padded loop nests, its short innermost loops unrolled, and
     range-folded."""
     if max_tile_outputs > 1:
-        kernel = register_tile(kernel, max_tile_outputs, interleave, tile_inner)
+        tiled = register_tile(kernel, max_tile_outputs, interleave, tile_inner)
+        if tiled is kernel and vectorizes is not None and not interleave:
+            tiled = vector_tile(kernel, min(tile_inner, tile_budget(max_tile_outputs)),
+                                vectorizes)
+        kernel = tiled
     if interior_enabled():
         kernel = version_interior(kernel)
     return fold_ranges(unroll_short_loops(kernel))

@@ -256,6 +256,25 @@ def register_tile(
     return k if tile is None else tile_kernel(k, tile, interleave)
 
 
+def vector_tile(
+    k: ir.KernelIR, side: int, vectorizes: Callable[[ir.KernelIR], bool],
+    min_invocations: int = 64,
+) -> ir.KernelIR:
+    """``k`` computing ``side`` neighbouring outputs along its innermost axis per invocation
+    when that buys no reuse but the copies become vector arithmetic on vector loads (a
+    window reduction such as a max pool, a reduction over an outer axis): ``vectorizes``
+    (the target's verdict on the tiled kernel) decides. ``k`` itself otherwise, and for
+    loop-free kernels (a target vectorises those across invocations, or gains nothing)."""
+    shape = k.output.shape
+    if (side < 2 or k.tile or not shape or shape[-1] < side
+            or k.output.size < side * min_invocations
+            or not any(isinstance(s, ir.For) for s in ir.walk_stmts(k.body))
+            or not _returns_last_only(k.body) or not _index_assigns(k)):
+        return k
+    tiled = tile_kernel(k, (*([1] * (len(shape) - 1)), side))
+    return tiled if tiled.tile and vectorizes(tiled) else k
+
+
 # ----------------------------------------------------------------------------- the transform
 
 
@@ -453,10 +472,15 @@ class _Jam:
             elif isinstance(s, ir.For):
                 for sub in self.groups(row, group, ("start", "stop")):
                     c, t = row[sub[0]], sub[0]
+                    loop_var = ir.Var(c.var.type, self.name(c.var.name, t))
+                    # copies that share this loop but name its variable apart (it is also
+                    # assigned where they differ, e.g. another loop under a lane's own
+                    # condition) take the loop's value under their own names
+                    aliases = sorted({self.name(c.var.name, u) for u in sub} - {loop_var.name})
+                    body = [ir.Assign(s.line, ir.Var(c.var.type, n), loop_var) for n in aliases]
                     out.append(ir.For(
-                        s.line, ir.Var(c.var.type, self.name(c.var.name, t)),
-                        self.rename(c.start, t), self.rename(c.stop, t), c.step,
-                        tuple(self.emit(_rows(row, "body"), sub)),
+                        s.line, loop_var, self.rename(c.start, t), self.rename(c.stop, t),
+                        c.step, (*body, *self.emit(_rows(row, "body"), sub)),
                     ))
             else:  # pragma: no cover - tile_kernel admits no other statement
                 raise AssertionError(type(s).__name__)
@@ -556,4 +580,5 @@ def tile_kernel(k: ir.KernelIR, tile: Sequence[int], interleave: bool = False) -
     )
 
 
-__all__ = ["plan_tile", "register_tile", "reuse_axes", "tile_budget", "tile_kernel"]
+__all__ = ["plan_tile", "register_tile", "reuse_axes", "tile_budget", "tile_kernel",
+           "vector_tile"]

@@ -58,6 +58,9 @@ class TargetTraits:
     vector_width: int = 1
     """Lanes of the widest f32 vector the target computes with natively (OpenCL ``float4``):
     above 1, a register tile's innermost copies become vectors (``spawnml.kernel.vectorize``)."""
+    vector_calls: frozenset[str] = frozenset()
+    """Intrinsics (``min``, ``max``, ``sqrt``, ...) the target computes lane-wise on vectors
+    with exactly its scalar result in every lane (``VecCall``)."""
     strided_vector_loads: int = 1
     """The largest step between lanes a vector load may have (``VecLoad.stride``): above 1
     the target loads the span and shuffles (Wasm: a stride-2 convolution's lanes). Such a

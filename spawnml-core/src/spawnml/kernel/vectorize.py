@@ -53,10 +53,11 @@ def vector_width(target_width: int) -> int:
 
 def vectorize(k: ir.KernelIR, width: int,
               storage: Callable[[DType], DType] = lambda dt: dt,
-              max_stride: int = 1) -> ir.KernelIR:
+              max_stride: int = 1, calls: frozenset[str] = frozenset()) -> ir.KernelIR:
     """``k`` with its register tile's innermost copies as vectors of up to ``width`` lanes
     (``k`` itself when nothing pays); ``storage`` maps a logical dtype to the stored one;
-    ``max_stride``: the largest step between the lanes of a vector load the target has."""
+    ``max_stride``: the largest step between the lanes of a vector load the target has;
+    ``calls``: the intrinsics it computes lane-wise on vectors (``VecCall``)."""
     types = {v.name: v.type for v in k.locals}
     groups = [g[i:i + width] for g in k.lane_groups if len(g) > width and len(g) % width == 0
               for i in range(0, len(g), width)]  # a row longer than a vector: several
@@ -71,7 +72,7 @@ def vectorize(k: ir.KernelIR, width: int,
     floats = {g for g in candidates if all(types[n] is F32 and n not in loop_vars for n in g)}
     ints = [g for g in candidates if types[g[0]] is ScalarType.i32]
     while True:
-        v = _Vectorizer(k, floats, ints, storage, width, max_stride)
+        v = _Vectorizer(k, floats, ints, storage, width, max_stride, calls)
         body = v.block(k.body, {})
         if v.paying == floats:
             break
@@ -234,10 +235,12 @@ class _Vectorizer:
 
     def __init__(self, k: ir.KernelIR, floats: set[tuple[str, ...]],
                  ints: Sequence[tuple[str, ...]], storage: Callable[[DType], DType],
-                 width: int, max_stride: int = 1) -> None:
+                 width: int, max_stride: int = 1, calls: frozenset[str] = frozenset()
+                 ) -> None:
         self.k = k
         self.width = width
         self.max_stride = max_stride
+        self.calls = calls
         self.floats = floats
         self.first = {g[0]: g for g in (*floats, *ints)}
         self.ints = set(ints)
@@ -292,6 +295,12 @@ class _Vectorizer:
             return ir.VecBinary(t, n, first.op,
                                 self.vec([e.a for e in lanes], env),  # type: ignore[attr-defined]
                                 self.vec([e.b for e in lanes], env))  # type: ignore[attr-defined]
+        if (t is F32 and isinstance(first, ir.Call) and first.fn in self.calls
+                and all(isinstance(e, ir.Call) and e.fn == first.fn for e in lanes)
+                and all(a.type is F32 for a in first.args)):
+            return ir.VecCall(t, n, first.fn, tuple(
+                self.vec([e.args[j] for e in lanes], env)  # type: ignore[attr-defined]
+                for j in range(len(first.args))))
         if (t is F32 and isinstance(first, ir.Load) and first.buffer in self.f32_inputs
                 and all(isinstance(e, ir.Load) and e.buffer == first.buffer for e in lanes)):
             step = self.stride([e.index for e in lanes], env)  # type: ignore[attr-defined]
@@ -382,4 +391,19 @@ def _join(a: int | None, b: int | None) -> int | None:
     return a if a == b else None
 
 
-__all__ = ["vector_width", "vectorize"]
+def _vector_parts(e: ir.VecExpr) -> list[ir.VecExpr]:
+    if isinstance(e, ir.VecBinary):
+        return [e, *_vector_parts(e.a), *_vector_parts(e.b)]
+    if isinstance(e, ir.VecCall):
+        return [e, *(p for a in e.args for p in _vector_parts(a))]
+    return [e]
+
+
+def reads_vectors(k: ir.KernelIR) -> bool:
+    """Whether the vectorised kernel ``k`` reads some input with a vector load."""
+    return any(isinstance(p, ir.VecLoad)
+               for s in ir.walk_stmts(k.body) if isinstance(s, ir.VecAssign | ir.VecStore)
+               for p in _vector_parts(s.value))  # fmt: skip
+
+
+__all__ = ["reads_vectors", "vector_width", "vectorize"]

@@ -15,7 +15,8 @@ from . import ir
 NODE_TYPES: tuple[type, ...] = (
     ir.Const, ir.Var, ir.GlobalIndex, ir.Load, ir.Unary, ir.Binary, ir.Select, ir.Cast,
     ir.Bitcast, ir.Call, ir.Assign, ir.If, ir.For, ir.Return, ir.Store,
-    ir.VecRef, ir.VecSplat, ir.VecLanes, ir.VecLoad, ir.VecBinary, ir.VecAssign, ir.VecStore,
+    ir.VecRef, ir.VecSplat, ir.VecLanes, ir.VecLoad, ir.VecBinary, ir.VecCall, ir.VecAssign,
+    ir.VecStore,
 )
 
 
