@@ -73,7 +73,18 @@ def _separable(taps: FlatTaps, combine: np.ufunc) -> np.ndarray:
 
 
 def max_pool(x: np.ndarray, win: Window, out: np.ndarray) -> None:
-    _combine_taps(x, win, -np.inf, np.fmax, out)  # NaN taps skipped, as the reference
+    """The max over each window's taps, NaN taps skipped (NaN when every tap inside the
+    input is NaN), as the reference."""
+    _combine_taps(x, win, -np.inf, np.fmax, out)
+    nan = np.isnan(x)
+    if not nan.any():
+        return
+    # fmax against the padding's -inf hides a window whose inside taps are all NaN
+    real = np.empty(out.shape, x.dtype)
+    _combine_taps((~nan).astype(x.dtype), win, 0.0, np.maximum, real)
+    inside = np.empty(out.shape, x.dtype)
+    _combine_taps(np.ones_like(x), win, 0.0, np.maximum, inside)
+    out[(real == 0) & (inside > 0)] = np.nan
 
 
 def avg_pool(x: np.ndarray, win: Window, counts: np.ndarray, out: np.ndarray) -> None:
