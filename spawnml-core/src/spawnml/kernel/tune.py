@@ -36,7 +36,8 @@ def candidates(backend: Backend, kernel: KernelIR) -> dict[tuple[int, ...], Kern
     out: dict[tuple[int, ...], KernelIR] = {}
     for budget in BUDGETS:
         if budget <= backend.max_tile_outputs:
-            s = schedule(kernel, budget, backend.tile_interleave, backend.tile_inner)
+            s = schedule(kernel, budget, backend.tile_interleave, backend.tile_inner,
+                         backend.vector_loads_pay)
             out.setdefault(s.tile, s)
     return out
 
