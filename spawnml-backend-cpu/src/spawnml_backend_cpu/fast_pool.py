@@ -80,11 +80,10 @@ def max_pool(x: np.ndarray, win: Window, out: np.ndarray) -> None:
     if not nan.any():
         return
     # fmax against the padding's -inf hides a window whose inside taps are all NaN
-    real = np.empty(out.shape, x.dtype)
-    _combine_taps((~nan).astype(x.dtype), win, 0.0, np.maximum, real)
-    inside = np.empty(out.shape, x.dtype)
-    _combine_taps(np.ones_like(x), win, 0.0, np.maximum, inside)
-    out[(real == 0) & (inside > 0)] = np.nan
+    nan_taps = np.empty(out.shape, np.float32)
+    _combine_taps(nan.astype(np.float32), win, 0.0, np.add, nan_taps)
+    inside = pool_counts(x.shape[2:], win, count_include_pad=False)
+    out[(nan_taps == inside) & (inside > 0)] = np.nan
 
 
 def avg_pool(x: np.ndarray, win: Window, counts: np.ndarray, out: np.ndarray) -> None:

@@ -311,7 +311,8 @@ class CStyleRenderer(Renderer):
         ``vector_calls`` overload it for vectors (OpenCL's builtins)."""
         template = self.traits.native(e.fn, e.type)
         if template is None or "{t}" in template:
-            raise AssertionError(f"{e.fn} is listed in vector_calls but has no plain spelling")
+            raise KernelCompileError(f"{self.traits.name}: {e.fn} is listed in vector_calls "
+                                     "but has no plain spelling to apply to vectors")
         return template.format(*(self.text(a) for a in e.args)), PREC_ATOM
 
     def visit_VecAssign(self, s: ir.VecAssign, in_function: bool) -> list[str]:
