@@ -6,21 +6,7 @@ import argparse
 from typing import Any
 
 from spawnml.errors import InvalidInputError
-
-
-def parse_shapes(specs: list[str] | None) -> dict[str, tuple[int, ...]]:
-    """``--shape NAME=D0,D1,...`` arguments as ``{name: dims}``."""
-    shapes = {}
-    for spec in specs or []:
-        name, sep, dims = spec.partition("=")
-        try:
-            shape = tuple(int(d) for d in dims.split(",")) if dims else ()
-        except ValueError:
-            shape = (-1,)
-        if not sep or not name or any(d < 0 for d in shape):
-            raise InvalidInputError(f"--shape expects NAME=D0,D1,... (dims >= 0), got {spec!r}")
-        shapes[name] = shape
-    return shapes
+from spawnml.export import add_shape_argument, parse_shapes
 
 
 def cmd_export_wasm(args: argparse.Namespace) -> int:
@@ -61,8 +47,7 @@ def add_commands(cli: Any) -> None:
     )
     p.add_argument("model", help="an ONNX file, URL or built-in model name")
     p.add_argument("out", help="the folder to write")
-    p.add_argument("--shape", action="append", metavar="NAME=D0,D1,...",
-                   help="fix a dynamic input's shape (repeatable)")
+    add_shape_argument(p)
     p.add_argument("--threads", type=int, default=1, metavar="N",
                    help="run on N threads sharing the module's memory (hosts with the Wasm "
                    "threads proposal: node, cross-origin isolated pages; default 1)")

@@ -27,7 +27,6 @@ NUL-terminated text; a bad call returns a code, never traps):
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import time
@@ -38,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from spawnml.errors import ExportError, InvalidInputError
+from spawnml.export import RecordedModel, record_model, weights_manifest
 
 from .link import link
 from .memory import SLACK
@@ -89,14 +89,15 @@ def _align(n: int) -> int:
 @dataclass
 class _Tensor:
     name: str
-    dtype: str
+    dtype: str  # as stored in the module
     shape: tuple[int, ...]
     nbytes: int
     address: int = 0
+    logical: str = ""  # the model's dtype (int64 is stored as int32)
 
     def manifest(self) -> dict[str, Any]:
-        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape),
-                "bytes": self.nbytes, "offset": self.address}  # fmt: skip
+        return {"name": self.name, "dtype": self.dtype, "logical": self.logical or self.dtype,
+                "shape": list(self.shape), "bytes": self.nbytes, "offset": self.address}
 
 
 @dataclass
@@ -284,30 +285,6 @@ def _signed(v: int) -> int:
     return v - (1 << 32) if v >= 1 << 31 else v
 
 
-def _input_shapes(session: Any, shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
-    out = {}
-    for arg in session.get_inputs():
-        given = shapes.get(arg.name)
-        dims = list(arg.shape) if arg.shape is not None else None
-        if given is not None:
-            if dims is not None and (len(given) != len(dims) or any(
-                    isinstance(d, int) and d != g for d, g in zip(dims, given))):
-                raise InvalidInputError(
-                    f"--shape {arg.name}: the model declares {tuple(dims)}, got {tuple(given)}")
-            out[arg.name] = tuple(int(g) for g in given)
-        elif dims is None or not all(isinstance(d, int) for d in dims):
-            raise InvalidInputError(
-                f"input {arg.name!r} has the dynamic shape {dims}: fix it with "
-                f"--shape {arg.name}=D0,D1,... (an exported module has fixed shapes)")
-        else:
-            out[arg.name] = tuple(dims)
-    unknown = sorted(set(shapes) - set(out))
-    if unknown:
-        raise InvalidInputError(f"--shape names {unknown}, which are not model inputs "
-                                f"(inputs: {sorted(out)})")  # fmt: skip
-    return out
-
-
 def record(
     model: Any, shapes: dict[str, tuple[int, ...]] | None = None, threads: int = 1
 ) -> ExportedPlan:
@@ -315,32 +292,11 @@ def record(
     and lay its launches out for one module run by ``threads`` threads."""
     if not 1 <= threads <= 64:
         raise InvalidInputError(f"threads must be between 1 and 64, got {threads}")
-    import spawnml
-    from spawnml.tensor import DeviceTensor
-
     from .backend import WasmBackend
 
     backend = WasmBackend(threads=1)
     try:
-        session = spawnml.InferenceSession(model, backends=[backend])
-        fixed = _input_shapes(session, dict(shapes or {}))
-        feeds = {}
-        for value in session.graph.inputs:
-            if value.name not in fixed:
-                continue  # an initializer listed as an input: it keeps its value
-            if value.info is None:
-                raise ExportError(f"input {value.name!r} has no declared type")
-            dt = backend.storage_dtype(value.info.dtype)
-            feeds[value.name] = DeviceTensor.from_numpy(
-                backend, np.zeros(fixed[value.name], dt.numpy))
-        names = [o.name for o in session.get_outputs()]
-        for _ in range(2):  # the second run records the plan
-            session.run(names, feeds)
-        plan = session._runner.last_plan
-        recordings = [r for r in plan.recordings.values() if r is not None]
-        if not recordings:
-            raise ExportError(f"the model's plan cannot be recorded: {plan.not_recorded}")
-        plan = _layout(recordings[0], session, backend, names)
+        plan = _layout(record_model(model, backend, shapes))
         plan.threads = threads
         plan.parts = [p.parts(threads) for p in plan.programs]
         return plan
@@ -348,76 +304,44 @@ def record(
         backend.close()
 
 
-def _layout(rec: Any, session: Any, backend: Any, names: list[str]) -> ExportedPlan:
-    from spawnml.backend import Buffer
-
+def _layout(rec: RecordedModel) -> ExportedPlan:
+    """Addresses for the recorded buffers: the weights from ``_BASE`` (one block, the bytes
+    the host writes), then the inputs, the outputs and the rest, each 16-byte aligned."""
     out = ExportedPlan()
-    addresses: dict[Any, int] = {}  # ("root", i) or ("fixed", address) -> new address
-    counts = {t.buffer.handle[0]: t for p in rec.checked for t in p._counts}
+    addresses: dict[int, int] = {}
     weights = bytearray()
-    at = _BASE
-    kernels: dict[str, int] = {}
-    launches = []
-    for item in rec.items:
-        kind = type(item).__name__
-        if kind != "_Launch" or item.kernel is not None or item.backend is not backend:
-            label = getattr(item, "label", None) or item.step.node.describe()
-            raise ExportError(f"{label} does not run as a wasm kernel of the plan; an "
-                              "exported module holds only those")  # fmt: skip
-        launches.append(item)
-        for ref in [item.out, *item.ins]:
-            if (isinstance(ref, Buffer) and ("fixed", ref.handle[0]) not in addresses
-                    and ref.handle[0] not in counts):
-                data = backend.runtime.memory.view(ref.handle[0], ref.nbytes).tobytes()
-                addresses[("fixed", ref.handle[0])] = at + len(weights)
-                weights += data + bytes(_align(len(data)) - len(data))
+    for n, buffer in enumerate(rec.buffers):
+        if buffer.kind == "weight":
+            assert buffer.data is not None
+            addresses[n] = _BASE + len(weights)
+            weights += buffer.data + bytes(_align(len(buffer.data)) - len(buffer.data))
     out.weights = bytes(weights)
-    at += len(weights)
+    at = _BASE + len(weights)
 
-    def place(key: Any, nbytes: int) -> int:
+    def place(n: int) -> int:
         nonlocal at
-        if key not in addresses:
-            addresses[key] = at
-            at += _align(max(nbytes, 4))
-        return addresses[key]
+        if n not in addresses:
+            addresses[n] = at
+            at += _align(max(rec.buffers[n].nbytes, 4))
+        return addresses[n]
 
-    for arg in session.get_inputs():
-        root = rec.feed_roots[arg.name]
-        val = rec.vals[(arg.name, backend.name)]
-        dt = backend.storage_dtype(val.dtype)
-        nbytes = int(np.prod(val.shape, dtype=np.int64)) * dt.itemsize
-        out.inputs.append(_Tensor(arg.name, dt.name, val.shape, nbytes,
-                                  place(("root", root), rec.roots[root].nbytes)))  # fmt: skip
+    for kind, tensors in (("inputs", rec.inputs), ("outputs", rec.outputs)):
+        getattr(out, kind).extend(
+            _Tensor(t.name, t.storage.name, t.shape, t.nbytes, place(t.buffer), t.dtype.name)
+            for t in tensors)
     if len(out.inputs) > MAX_INPUTS:
         raise ExportError(f"the model has {len(out.inputs)} inputs; a module takes at most "
                           f"{MAX_INPUTS}")  # fmt: skip
-    for name in names:
-        where = rec.home.get(name)
-        val = rec.vals.get((name, where)) if where else None
-        if val is None or val.root < 0 or rec.roots[val.root].external:
-            raise ExportError(f"output {name!r} is not computed by a kernel of the plan "
-                              "(a constant or an input passed through)")  # fmt: skip
-        dt = backend.storage_dtype(val.dtype)
-        nbytes = int(np.prod(val.shape, dtype=np.int64)) * dt.itemsize
-        out.outputs.append(_Tensor(name, dt.name, val.shape, nbytes,
-                                   place(("root", val.root), rec.roots[val.root].nbytes)))
-    for item in launches:
-        program = item.program.program
+    kernels: dict[str, int] = {}
+    for launch in rec.launches:
+        program = launch.program
         if program.key not in kernels:
             kernels[program.key] = len(out.kernels)
             out.kernels.append(WatKernel.parse(program.source))
-
-        def address(ref: Any) -> int:
-            if isinstance(ref, Buffer) and ref.handle[0] in counts:
-                return place(("counts", ref.handle[0]), ref.nbytes)
-            if isinstance(ref, Buffer):
-                return addresses[("fixed", ref.handle[0])]
-            return place(("root", ref), rec.roots[ref].nbytes)
-
         out.programs.append(program)
-        out.calls.append((kernels[program.key], program.size, address(item.out),
-                          [address(r) for r in item.ins]))  # fmt: skip
-    out.counts = [(addresses[("counts", a)], t.size) for a, t in counts.items()]
+        out.calls.append((kernels[program.key], program.size, place(launch.out),
+                          [place(r) for r in launch.ins]))  # fmt: skip
+    out.counts = [(place(c.buffer), c.size) for c in rec.checks]
     out.end = at + SLACK  # strided vector loads read up to 16 bytes past a buffer
     return out
 
@@ -432,10 +356,18 @@ def export_wasm(
     ``directory``; returns the manifest. ``threads > 1`` writes a module for that many
     threads on a shared memory (hosts with the Wasm threads proposal: node, cross-origin
     isolated pages)."""
+    start = time.perf_counter()
+    return write_module(record(model, shapes, threads), Path(directory), start)
+
+
+def write_module(plan: ExportedPlan, directory: Path, start: float | None = None
+                 ) -> dict[str, Any]:
+    """Write the module of ``plan``, its weights, manifest and runners into ``directory``;
+    returns the manifest (``start``: when the export began, for its time)."""
     import wasmtime
 
-    start = time.perf_counter()
-    plan = record(model, shapes, threads)
+    start = time.perf_counter() if start is None else start
+    threads = plan.threads
     try:
         binary = wasmtime.wat2wasm(module_text(plan))
     except wasmtime.WasmtimeError as exc:
@@ -459,8 +391,7 @@ def export_wasm(
         "abi": ABI_VERSION,
         "module": "model.wasm",
         "module_bytes": len(binary),
-        "weights": {"file": "model.weights", "bytes": len(plan.weights),
-                    "sha256": hashlib.sha256(plan.weights).hexdigest()},
+        "weights": weights_manifest(plan.weights, "model.weights"),
         "memory_bytes": plan.pages * PAGE,
         "kernels": len(plan.kernels),
         "launches": len(plan.calls),

@@ -21,3 +21,11 @@ def spawnml_register_commands(cli: Any) -> None:
     from .cli import add_commands
 
     add_commands(cli)
+
+
+@hookimpl
+def spawnml_register_web_targets(register: Callable[[object], None]) -> None:
+    """``spawnml export-web --backend wasm``."""
+    from .web_export import WasmTarget
+
+    register(WasmTarget())

@@ -7,7 +7,7 @@ place on the queue timeline, so every write first submits the open batch it must
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,12 @@ from .probe import probe
 from .renderer import WGSLRenderer
 
 MAX_BATCH = 512  # launches per submission; bounds what one submit holds alive
+WEB_LIMITS = {  # the WebGPU specification's defaults: every browser's device grants them
+    "max-storage-buffers-per-shader-stage": 8,
+    "max-storage-buffer-binding-size": 134217728,
+    "max-buffer-size": 268435456,
+    "max-compute-workgroups-per-dimension": 65535,
+}
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,7 @@ class Program:
     layout: Layout
     n_inputs: int
     source: str
+    key: str = ""  # the specialisation's key (one program per key on a backend)
 
 
 class WebGPUBackend(Backend):
@@ -61,10 +68,13 @@ class WebGPUBackend(Backend):
         *,
         power_preference: str = "high-performance",
         native_f16: bool | None = None,
+        limits: Mapping[str, int] | None = None,
     ) -> None:
         """Compute on ``device`` (a ``wgpu.GPUDevice`` the application made) or on the
         process-wide device; ``native_f16=False`` stores float16 as f32 even where the
-        adapter offers shader-f16."""
+        adapter offers shader-f16; ``limits`` (WebGPU limit names, e.g.
+        ``max-storage-buffers-per-shader-stage``) lowers the device's own for planning
+        kernels (``WEB_LIMITS``: what every browser grants, for ``export-web``)."""
         import wgpu
 
         self._wgpu = wgpu
@@ -72,7 +82,13 @@ class WebGPUBackend(Backend):
             power_preference
         )
         self.native_f16 = self.ctx.f16 if native_f16 is None else (native_f16 and self.ctx.f16)
-        limits = self.ctx.limits
+        self.limits = {k: int(v) for k, v in self.ctx.limits.items()}
+        for name, value in (limits or {}).items():
+            if name not in self.limits:
+                raise InvalidInputError(f"webgpu: unknown limit {name!r} (known: "
+                                        f"{sorted(self.limits)})")
+            self.limits[name] = min(self.limits[name], int(value))
+        limits = self.limits
         self.max_binding = int(limits["max-storage-buffer-binding-size"])
         dtypes = {DType.float32, DType.int32, DType.uint32}
         if self.native_f16:
@@ -135,7 +151,7 @@ class WebGPUBackend(Backend):
     source_suffix = "wgsl"
 
     def renderer_for(self, kernel: KernelIR) -> WGSLRenderer:
-        limits = self.ctx.limits
+        limits = self.limits
         layout = plan(
             kernel,
             self.storage_dtype,
@@ -149,14 +165,14 @@ class WebGPUBackend(Backend):
     def build(self, kernel: KernelIR, source: str, renderer: WGSLRenderer) -> Program:
         layout = renderer.layout
         # Pipelines are shared by every backend on the device (same source, same layout).
-        cache_key = f"{kernel.key}/{self.native_f16}"
+        cache_key = f"{kernel.key}/{self.native_f16}/{len(layout.inputs)}"
         with self.ctx.lock:  # a bounded LRU, as the backends' program caches
             cached = self.ctx.pipelines.pop(cache_key, None)
             if cached is None:
                 cached = self._pipeline(kernel, layout, source)
             self.ctx.pipelines[cache_key] = cached
             trim_lru(self.ctx.pipelines, program_cache_limit(self.max_cached_programs))
-        return Program(kernel.name, *cached, layout, len(kernel.inputs), source)
+        return Program(kernel.name, *cached, layout, len(kernel.inputs), source, kernel.key)
 
     def _pipeline(self, kernel: KernelIR, layout: Layout, source: str) -> tuple[Any, Any]:
         wgpu = self._wgpu

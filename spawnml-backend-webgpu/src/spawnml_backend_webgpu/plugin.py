@@ -12,3 +12,11 @@ from .backend import WebGPUBackend
 @hookimpl
 def spawnml_register_backends(register: Callable[[type], None]) -> None:
     register(WebGPUBackend)
+
+
+@hookimpl
+def spawnml_register_web_targets(register: Callable[[object], None]) -> None:
+    """``spawnml export-web --backend webgpu``."""
+    from .web_export import WebGPUTarget
+
+    register(WebGPUTarget())

@@ -47,8 +47,10 @@ TRAITS = TargetTraits(
         ("round_f16", "f32"): "unpack2x16float(pack2x16float(vec2<f32>({0}, 0.0))).x",
     },
     int64=False, nan_comparisons=False, bitcasts=bitcasts("bitcast<{dst}>({0})"),
-    special_floats={"nan": "bitcast<f32>(0x7fc00000u)", "inf": "bitcast<f32>(0x7f800000u)",
-                    "-inf": "bitcast<f32>(0xff800000u)"},
+    # A const-expression may not evaluate to NaN or Inf (WGSL 8.1; Tint, Chrome's compiler,
+    # refuses the shader): the bits are read from a private variable, so at run time.
+    special_floats={"nan": "bitcast<f32>(sp_special.x)", "inf": "bitcast<f32>(sp_special.y)",
+                    "-inf": "bitcast<f32>(sp_special.z)"},
     buffers="binding", rules=PatternMatcher([(ir.Binary, _wgsl_operands)]),
 )
 
@@ -107,6 +109,8 @@ class WGSLRenderer(CStyleRenderer):
                  f"array<{self.storage_name(b.dtype)}>;" for n, b in enumerate(k.inputs)]
         lines.append(f"@group(0) @binding({len(k.inputs)}) var<storage, read_write> "
                      f"{self.out_name}: array<{self.storage_name(k.output.dtype)}>;")
+        lines.append("var<private> sp_special: vec3<u32> = "
+                     "vec3<u32>(0x7fc00000u, 0x7f800000u, 0xff800000u);  // NaN, Inf, -Inf")
         return [*lines, f"@compute @workgroup_size({WORKGROUP_SIZE})",
                 "fn main(@builtin(global_invocation_id) g: vec3<u32>) {"]
 

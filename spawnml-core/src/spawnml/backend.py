@@ -355,6 +355,10 @@ class Backend(abc.ABC):
             self._write(buffer.handle, data)
         return buffer
 
+    def read_bytes(self, buffer: Buffer) -> bytes:
+        """The buffer's stored bytes, as the device holds them (exporters)."""
+        return self._read(buffer.handle, buffer.nbytes).tobytes() if buffer.nbytes else b""
+
     def download(self, buffer: Buffer, shape: Sequence[int], dt: DType | str) -> np.ndarray:
         """Copy a buffer to a new host array of ``shape`` and logical dtype ``dt``."""
         dt = as_dtype(dt)

@@ -49,3 +49,10 @@ def spawnml_register_commands(cli: Any) -> None:
 def spawnml_register_models(register: Callable[[Any], None]) -> None:
     """Add built-in model names: ``register(spawnml.model_catalog.CatalogModel(...))``; every
     command and API that takes a model path then also takes the name."""
+
+
+@hookspec
+def spawnml_register_web_targets(register: Callable[[Any], None]) -> None:
+    """Add targets of ``spawnml export-web``: ``register(target)``, a
+    ``spawnml.export.WebTarget`` (a backend configured for browsers, and the writer of its
+    kernels, plan and JavaScript runtime)."""

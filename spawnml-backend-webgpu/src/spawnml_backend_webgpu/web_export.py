@@ -1,0 +1,102 @@
+"""The webgpu target of ``spawnml export-web``: the plan's WGSL kernels, their bindings and
+dispatch grids, the buffer plan and the weights, run in a page by ``web/spawnml-webgpu.mjs``.
+
+Kernels are planned within ``WEB_LIMITS`` (what every browser's device grants) and without
+shader-f16, so the export runs on any WebGPU device, including one the page passes in.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from spawnml.export import RecordedModel, WebTarget, weights_manifest
+
+from .backend import WEB_LIMITS, WebGPUBackend
+
+RUNTIME = Path(__file__).parent / "web" / "spawnml-webgpu.mjs"
+_ALIGN = 16  # every weight starts 16-byte aligned in the weights file (writeBuffer: 4)
+
+
+def _align(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
+
+
+class WebGPUTarget(WebTarget):
+    """WGSL compute shaders on the page's WebGPU device."""
+
+    name = "webgpu"
+
+    def backend(self) -> WebGPUBackend:
+        return WebGPUBackend(native_f16=False, limits=WEB_LIMITS)
+
+    def write(self, recorded: RecordedModel, directory: Path) -> dict[str, Any]:
+        kernels_dir = directory / "kernels"
+        kernels_dir.mkdir(parents=True, exist_ok=True)
+        weights = bytearray()
+        weight_at: dict[int, int] = {}
+        for n, buffer in enumerate(recorded.buffers):
+            if buffer.kind == "weight":
+                assert buffer.data is not None
+                weight_at[n] = len(weights)
+                weights += buffer.data + bytes(_align(len(buffer.data)) - len(buffer.data))
+        (directory / "model.weights").write_bytes(weights)
+        kernels: dict[str, int] = {}
+        kernel_entries = []
+        for program in recorded.programs():
+            kernels[program.key] = len(kernel_entries)
+            file = f"kernels/{len(kernel_entries):03d}_{program.name}.wgsl"
+            (directory / file).write_text(program.source)
+            kernel_entries.append({"file": file, "name": program.name,
+                                   "bindings": len(program.layout.inputs)})  # fmt: skip
+        launches = []
+        for launch in recorded.launches:
+            program = launch.program
+            bindings = []
+            for binding in program.layout.inputs:
+                members = [[launch.ins[m.input], m.byte_offset, m.copy_bytes]
+                           for m in binding.members]  # fmt: skip
+                if binding.packed:
+                    bindings.append({"packed": members, "bytes": max(binding.nbytes, 4)})
+                else:
+                    bindings.append({"buffer": members[0][0]})
+            launches.append({"kernel": kernels[program.key], "out": launch.out,
+                             "bindings": bindings, "grid": list(program.layout.grid),
+                             "label": launch.label})  # fmt: skip
+        manifest = {
+            "format": "spawnml-webgpu",
+            "version": 1,
+            "runtime": RUNTIME.name,
+            "limits": _limits_needed(recorded),
+            "weights": {
+                **weights_manifest(bytes(weights), "model.weights"),
+                "tensors": [{"buffer": n, "offset": at, "bytes": recorded.buffers[n].nbytes}
+                            for n, at in weight_at.items()],
+            },
+            "buffers": [{"bytes": b.nbytes, "kind": b.kind} for b in recorded.buffers],
+            "inputs": [_tensor(t) for t in recorded.inputs],
+            "outputs": [_tensor(t) for t in recorded.outputs],
+            "kernels": kernel_entries,
+            "launches": launches,
+            "checks": [{"buffer": c.buffer, "size": c.size, "message": c.message}
+                       for c in recorded.checks],
+        }
+        (directory / "model.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        shutil.copyfile(RUNTIME, directory / RUNTIME.name)
+        return manifest
+
+
+def _tensor(t: Any) -> dict[str, Any]:
+    return {"name": t.name, "dtype": t.dtype.name, "storage": t.storage.name,
+            "shape": list(t.shape), "bytes": t.nbytes, "buffer": t.buffer}  # fmt: skip
+
+
+def _limits_needed(recorded: RecordedModel) -> dict[str, int]:
+    """The device limits the plan needs (the runtime checks a device it is given)."""
+    biggest = max((b.nbytes for b in recorded.buffers), default=4)
+    bindings = max((len(p.layout.inputs) + 1 for p in recorded.programs()), default=1)
+    grid = max((max(p.layout.grid) for p in recorded.programs()), default=1)
+    return {"maxStorageBuffersPerShaderStage": bindings, "maxBufferSize": biggest,
+            "maxStorageBufferBindingSize": biggest, "maxComputeWorkgroupsPerDimension": grid}

@@ -1,0 +1,208 @@
+"""Run an ``export-web`` site in a real headless Chromium: serve it on 127.0.0.1 (with the
+cross-origin isolation headers that Wasm threads need) and drive the browser through
+Playwright's protocol client with the system's Chromium (``playwright install`` is never
+needed: the browser is ``chromium`` on PATH or ``$SPAWNML_CHROMIUM``).
+
+    with serve(site) as url, Browser() as browser:
+        result = browser.run_model(url, "webgpu", {"input": x})
+        result.outputs["logits"]  # numpy arrays, read back from the page
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import http.server
+import os
+import shutil
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from spawnml.errors import BackendUnavailableError, SpawnMLError
+
+FLAGS = [
+    "--no-sandbox", "--disable-dev-shm-usage", "--no-first-run", "--disable-quic",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+WEBGPU_FLAGS = ["--enable-unsafe-webgpu", "--enable-features=Vulkan", "--use-vulkan=swiftshader",
+                "--use-angle=swiftshader"]  # fmt: skip
+"""SwiftShader's Vulkan and GL: WebGPU compute and WebGL2 on a machine without a GPU."""
+
+
+class BrowserError(SpawnMLError):
+    """The page failed: its SpawnmlError (or other exception) with the page's message."""
+
+
+def chromium_path() -> str | None:
+    """The Chromium to drive: ``$SPAWNML_CHROMIUM``, else ``chromium`` on PATH."""
+    found = os.environ.get("SPAWNML_CHROMIUM") or shutil.which("chromium") or shutil.which(
+        "chromium-browser")
+    return found if found and Path(found).exists() else None
+
+
+def unavailable_reason() -> str | None:
+    """Why a browser cannot be driven here (None when it can)."""
+    if chromium_path() is None:
+        return "no Chromium (install Debian's chromium, or set SPAWNML_CHROMIUM)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright package is not installed (pip install 'spawnml-web[browser]')"
+    return None
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    """Static files with cross-origin isolation (SharedArrayBuffer for Wasm threads)."""
+
+    def end_headers(self) -> None:
+        self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+        self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+        self.send_header("Cache-Control", "no-cache")
+        super().end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def serve(directory: str | Path) -> Iterator[str]:
+    """Serve ``directory`` on 127.0.0.1 (a free port) while in the block; yields its URL."""
+    handler = functools.partial(_Handler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass
+class ModelRun:
+    """What a page reported: outputs (numpy), the backend used, load and run times (ms)."""
+
+    outputs: dict[str, np.ndarray]
+    backend: str
+    load: dict[str, Any]
+    run_ms: list[float]
+
+
+_NUMPY = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "uint32": np.uint32,
+          "int64": np.int64, "uint8": np.uint8, "bool": np.bool_, "int8": np.int8,
+          "int16": np.int16, "uint16": np.uint16}  # fmt: skip
+
+_RUN_JS = """async ([moduleUrl, url, options, feeds, runs]) => {
+  const { InferenceSession, Tensor } = await import(moduleUrl);
+  const bytes = (b64) => Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+  const ARRAYS = { float32: Float32Array, int32: Int32Array, int64: BigInt64Array,
+    uint8: Uint8Array, bool: Uint8Array, uint32: Uint32Array, float64: Float64Array };
+  const b64 = (array) => {
+    const u8 = new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
+    let text = "";
+    for (let i = 0; i < u8.length; i += 32768) {
+      text += String.fromCharCode(...u8.subarray(i, i + 32768));
+    }
+    return btoa(text);
+  };
+  try {
+    const session = await InferenceSession.create(url, options);
+    const inputs = {};
+    for (const [name, f] of Object.entries(feeds)) {
+      inputs[name] = new Tensor(f.dtype, new ARRAYS[f.dtype](bytes(f.data).buffer), f.shape);
+    }
+    const times = [];
+    let result = {};
+    for (let i = 0; i < runs; i++) {
+      const start = performance.now();
+      const outputs = await session.run(inputs);
+      result = {};
+      for (const [name, t] of Object.entries(outputs)) {
+        const data = await t.getData(true);
+        result[name] = { dtype: t.type, shape: t.dims, data: i === runs - 1 ? b64(data) : "" };
+      }
+      times.push(performance.now() - start);
+    }
+    const load = session.load;
+    session.release();
+    return { ok: true, outputs: result, backend: session.backend, load, times };
+  } catch (error) {
+    return { ok: false, error: `${error.name}: ${error.message}` };
+  }
+}"""
+
+
+class Browser:
+    """A headless Chromium (WebGPU and WebGL2 on SwiftShader) driven through Playwright."""
+
+    def __init__(self, webgpu: bool = True, extra_flags: tuple[str, ...] = ()) -> None:
+        reason = unavailable_reason()
+        if reason is not None:
+            raise BackendUnavailableError(f"browser: {reason}")
+        from playwright.sync_api import sync_playwright
+
+        self._playwright = sync_playwright().start()
+        try:
+            self._browser = self._playwright.chromium.launch(
+                executable_path=chromium_path(), headless=True,
+                args=[*FLAGS, *(WEBGPU_FLAGS if webgpu else []), *extra_flags])
+        except BaseException:
+            self._playwright.stop()
+            raise
+        self.page = self._browser.new_page()
+        self.console: list[str] = []
+        self.page.on("console", lambda m: self.console.append(f"{m.type}: {m.text}"))
+
+    def __enter__(self) -> Browser:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._browser.close()
+        self._playwright.stop()
+
+    def open(self, url: str) -> None:
+        """Navigate to ``url`` (a page of the served site: module imports need http)."""
+        self.page.goto(url)
+
+    def evaluate(self, script: str, arg: Any = None, timeout_s: float = 600) -> Any:
+        """Run an async JS function in the page with ``arg``; its JSON result."""
+        self.page.set_default_timeout(timeout_s * 1000)
+        return self.page.evaluate(script, arg)
+
+    def run_model(self, site_url: str, backend: str | list[str],
+                  feeds: Mapping[str, np.ndarray], runs: int = 1,
+                  options: Mapping[str, Any] | None = None) -> ModelRun:
+        """Load the export at ``site_url`` on ``backend`` in the page, run it ``runs`` times
+        on ``feeds`` and return the last run's outputs; BrowserError with the page's
+        message when it fails."""
+        if self.page.url in ("about:blank", "") or not self.page.url.startswith(site_url):
+            self.open(site_url + "export.json")
+        encoded = {name: {"dtype": str(a.dtype), "shape": list(a.shape),
+                          "data": base64.b64encode(np.ascontiguousarray(a).tobytes()).decode()}
+                   for name, a in feeds.items()}  # fmt: skip
+        result = self.evaluate(_RUN_JS, [site_url + "spawnml.mjs", site_url,
+                                         {"backend": backend, **(options or {})}, encoded, runs])
+        if not result["ok"]:
+            raise BrowserError(result["error"])
+        outputs = {
+            name: np.frombuffer(base64.b64decode(o["data"]), _NUMPY[o["dtype"]]).reshape(o["shape"])
+            for name, o in result["outputs"].items()
+        }
+        return ModelRun(outputs, result["backend"], result["load"], result["times"])
+
+    def screenshot(self, path: str | Path, full_page: bool = True) -> None:
+        """A PNG of the current page."""
+        self.page.screenshot(path=str(path), full_page=full_page)
+
+
+__all__ = ["Browser", "BrowserError", "ModelRun", "chromium_path", "serve",
+           "unavailable_reason"]

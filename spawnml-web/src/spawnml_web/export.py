@@ -1,0 +1,67 @@
+"""``spawnml export-web``: a model as a static site that runs its generated kernels in a
+browser, one folder per backend (``spawnml.export.WebTarget``), one runtime, one page.
+
+    OUT/index.html       a page that loads the model, runs it and shows outputs and times
+    OUT/spawnml.mjs      the runtime: InferenceSession, Tensor, verified cached weights
+    OUT/export.json      the backends in the export, the model's inputs and outputs
+    OUT/<backend>/       model.json (the plan), model.weights, kernels, the backend runtime
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from spawnml.errors import InvalidInputError
+from spawnml.export import record_model, web_targets
+
+WEB = Path(__file__).parent / "web"
+DEFAULT_BACKENDS = ("webgpu", "wasm")
+
+
+def export_web(model: Any, directory: str | Path, backends: Sequence[str] = DEFAULT_BACKENDS,
+               shapes: dict[str, tuple[int, ...]] | None = None, title: str | None = None
+               ) -> dict[str, Any]:
+    """Write the site for ``model`` (a path, bytes or ModelProto) into ``directory`` for each
+    of ``backends`` (registered web targets); returns ``export.json``'s content."""
+    targets = web_targets()
+    if not backends:
+        raise InvalidInputError("export-web needs at least one backend")
+    unknown = [b for b in backends if b not in targets]
+    if unknown:
+        raise InvalidInputError(f"export-web: no web target named {unknown} (installed: "
+                                f"{sorted(targets)})")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    exports: dict[str, Any] = {}
+    tensors: dict[str, list[dict[str, Any]]] = {}
+    for name in dict.fromkeys(backends):
+        start = time.perf_counter()
+        target = targets[name]
+        backend = target.backend()
+        try:
+            recorded = record_model(model, backend, shapes)
+            manifest = target.write(recorded, directory / name)
+        finally:
+            backend.close()
+        tensors = {kind: [{"name": t.name, "dtype": t.dtype.name, "shape": list(t.shape)}
+                          for t in getattr(recorded, kind)] for kind in ("inputs", "outputs")}
+        exports[name] = {"kernels": len(recorded.programs()), "launches": len(recorded.launches),
+                         "weights_bytes": manifest["weights"]["bytes"],
+                         "seconds": round(time.perf_counter() - start, 3)}  # fmt: skip
+    index = {
+        "format": "spawnml-web",
+        "version": 1,
+        "title": title or (Path(model).stem if isinstance(model, str | Path) else "model"),
+        "backends": list(exports),
+        **tensors,
+        "exports": exports,
+    }
+    (directory / "export.json").write_text(json.dumps(index, indent=1) + "\n")
+    for name in ("spawnml.mjs", "index.html"):
+        shutil.copyfile(WEB / name, directory / name)
+    return index
