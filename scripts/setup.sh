@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   spawnml-core spawnml-ops conformance spawnml-pipelines spawnml-backend-cpu
   spawnml-backend-opencl spawnml-backend-cuda spawnml-backend-webgpu spawnml-backend-webgl
-  spawnml-backend-wasm spawnml-ray
+  spawnml-backend-wasm spawnml-ray spawnml-web
 )
 
 if [ "$(id -u)" -eq 0 ]; then

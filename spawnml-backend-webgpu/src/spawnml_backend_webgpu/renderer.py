@@ -86,8 +86,8 @@ class WGSLRenderer(CStyleRenderer):
             # WGSL: these take unary operands and never mix without parentheses
             need = cstyle.PREC_REL if e.op in (Op.AND, Op.OR) else cstyle.PREC_UNARY
             return f"({self.wrap(e.a, need)} {sym} {self.wrap(e.b, need)})", cstyle.PREC_ATOM
-        if prec <= cstyle.PREC_REL:  # comparisons do not chain in WGSL
-            a, b = self.wrap(e.a, prec, tight=True), self.wrap(e.b, prec, tight=True)
+        if prec <= cstyle.PREC_REL:  # a comparison's operands are shift expressions in WGSL
+            a, b = self.wrap(e.a, cstyle.PREC_SHIFT), self.wrap(e.b, cstyle.PREC_SHIFT)
             return f"{a} {sym} {b}", prec
         return super().binary(e)
 

@@ -10,6 +10,7 @@ needed: the browser is ``chromium`` on PATH or ``$SPAWNML_CHROMIUM``).
 
 from __future__ import annotations
 
+import atexit
 import base64
 import functools
 import http.server
@@ -138,6 +139,52 @@ _RUN_JS = """async ([moduleUrl, url, options, feeds, runs]) => {
 }"""
 
 
+_COMPILE_WGSL_JS = """async (sources) => {
+  const adapter = await navigator.gpu?.requestAdapter();
+  if (!adapter) return { error: "no WebGPU adapter in this browser" };
+  const open = () => adapter.requestDevice({ requiredLimits: {
+    maxStorageBuffersPerShaderStage: adapter.limits.maxStorageBuffersPerShaderStage } });
+  let device = await open();
+  const verdicts = {};
+  for (const [name, code] of Object.entries(sources)) {
+    const errors = [];
+    try {
+      device.pushErrorScope("validation");
+      const module = device.createShaderModule({ code });
+      const info = await module.getCompilationInfo();
+      for (const m of info.messages) {
+        if (m.type === "error") errors.push(`${m.lineNum}:${m.linePos}: ${m.message}`);
+      }
+      if (!errors.length) {
+        device.createComputePipeline({ layout: "auto", compute: { module, entryPoint: "main" } });
+      }
+      const scope = await device.popErrorScope();
+      if (scope && !errors.length) errors.push(scope.message);
+    } catch (error) {  // the device was lost compiling it: note it, go on with a new one
+      errors.push(`device lost: ${error.message}`);
+      device = await open();
+    }
+    verdicts[name] = errors;
+  }
+  device.destroy();
+  return { verdicts };
+}"""
+
+
+_DRIVER: list[Any] = []
+
+
+def _driver() -> Any:
+    """Playwright's driver, started once per process (its sync API allows one at a time;
+    several browsers share it) and stopped at exit."""
+    if not _DRIVER:
+        from playwright.sync_api import sync_playwright
+
+        _DRIVER.append(sync_playwright().start())
+        atexit.register(_DRIVER[0].stop)
+    return _DRIVER[0]
+
+
 class Browser:
     """A headless Chromium (WebGPU and WebGL2 on SwiftShader) driven through Playwright."""
 
@@ -145,16 +192,9 @@ class Browser:
         reason = unavailable_reason()
         if reason is not None:
             raise BackendUnavailableError(f"browser: {reason}")
-        from playwright.sync_api import sync_playwright
-
-        self._playwright = sync_playwright().start()
-        try:
-            self._browser = self._playwright.chromium.launch(
-                executable_path=chromium_path(), headless=True,
-                args=[*FLAGS, *(WEBGPU_FLAGS if webgpu else []), *extra_flags])
-        except BaseException:
-            self._playwright.stop()
-            raise
+        self._browser = _driver().chromium.launch(
+            executable_path=chromium_path(), headless=True,
+            args=[*FLAGS, *(WEBGPU_FLAGS if webgpu else []), *extra_flags])
         self.page = self._browser.new_page()
         self.console: list[str] = []
         self.page.on("console", lambda m: self.console.append(f"{m.type}: {m.text}"))
@@ -167,7 +207,6 @@ class Browser:
 
     def close(self) -> None:
         self._browser.close()
-        self._playwright.stop()
 
     def open(self, url: str) -> None:
         """Navigate to ``url`` (a page of the served site: module imports need http)."""
@@ -180,16 +219,19 @@ class Browser:
 
     def run_model(self, site_url: str, backend: str | list[str],
                   feeds: Mapping[str, np.ndarray], runs: int = 1,
-                  options: Mapping[str, Any] | None = None) -> ModelRun:
+                  options: Mapping[str, Any] | None = None, runtime: str | None = None
+                  ) -> ModelRun:
         """Load the export at ``site_url`` on ``backend`` in the page, run it ``runs`` times
         on ``feeds`` and return the last run's outputs; BrowserError with the page's
-        message when it fails."""
-        if self.page.url in ("about:blank", "") or not self.page.url.startswith(site_url):
-            self.open(site_url + "export.json")
+        message when it fails. ``runtime``: the URL of spawnml.mjs (default: the export's)."""
+        runtime = runtime or site_url + "spawnml.mjs"
+        origin = "/".join(runtime.split("/")[:3]) + "/"
+        if not self.page.url.startswith(origin):
+            self.open(origin)
         encoded = {name: {"dtype": str(a.dtype), "shape": list(a.shape),
                           "data": base64.b64encode(np.ascontiguousarray(a).tobytes()).decode()}
                    for name, a in feeds.items()}  # fmt: skip
-        result = self.evaluate(_RUN_JS, [site_url + "spawnml.mjs", site_url,
+        result = self.evaluate(_RUN_JS, [runtime, site_url,
                                          {"backend": backend, **(options or {})}, encoded, runs])
         if not result["ok"]:
             raise BrowserError(result["error"])
@@ -198,6 +240,16 @@ class Browser:
             for name, o in result["outputs"].items()
         }
         return ModelRun(outputs, result["backend"], result["load"], result["times"])
+
+    def compile_wgsl(self, site_url: str, sources: Mapping[str, str]) -> dict[str, list[str]]:
+        """Compile each WGSL compute shader (entry point ``main``) with the browser's own
+        WebGPU compiler (Chrome: Tint); the errors per name, empty when it compiles."""
+        if not self.page.url.startswith(site_url):
+            self.open(site_url)
+        result = self.evaluate(_COMPILE_WGSL_JS, dict(sources))
+        if "error" in result:
+            raise BrowserError(result["error"])
+        return result["verdicts"]
 
     def screenshot(self, path: str | Path, full_page: bool = True) -> None:
         """A PNG of the current page."""

@@ -149,8 +149,13 @@ class CStyleRenderer(Renderer):
         return f"{v}{self.i32_suffix}" if v != -(2**31) else self.i32_min
 
     def float_text(self, v: float, t: ScalarType) -> str:
-        """Shortest decimal that round-trips at the type's precision."""
-        text = str(np.float16(v) if t == ScalarType.f16 else np.float32(v))
+        """Shortest decimal that round-trips at the type's precision, or the exact value
+        where that decimal lies beyond the type's largest finite value (FLT_MAX's shortest,
+        3.4028235e+38, is above it: WGSL's compilers refuse it as unrepresentable)."""
+        typed = np.float16(v) if t == ScalarType.f16 else np.float32(v)
+        text = str(typed)
+        if abs(float(text)) > float(np.finfo(typed.dtype).max):
+            text = repr(float(typed))
         if "e" not in text and "." not in text:
             text += ".0"
         return text

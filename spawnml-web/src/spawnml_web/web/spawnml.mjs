@@ -62,8 +62,10 @@ export class Tensor {
 
 // A feed (Tensor or TypedArray) as the element type the backend stores `t.dtype` in.
 export function toStorage(value, t) {
-  let data = value instanceof Tensor ? value.data : value;
-  if (value instanceof Tensor && JSON.stringify(value.dims) !== JSON.stringify(t.shape)) {
+  // A Tensor of this module or of another export's copy of it (a page may load several).
+  const tensor = value instanceof Tensor || (ArrayBuffer.isView(value?.cpuData) && Array.isArray(value?.dims));
+  const data = tensor ? value.data : value;
+  if (tensor && JSON.stringify(value.dims) !== JSON.stringify(t.shape)) {
     throw new SpawnmlError(`input ${t.name}: expected shape ${JSON.stringify(t.shape)}, got ${JSON.stringify(value.dims)}`);
   }
   const Array_ = ARRAYS[t.dtype];

@@ -1,0 +1,175 @@
+"""``spawnml export-web`` in a real headless Chromium: the exported WebGPU and Wasm plans
+against onnxruntime, a device shared by two models, the weights cache's sha256 check, and
+clear messages for an unreachable export, a browser without WebGPU and bad feeds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from spawnml.cli_model import model_path
+from spawnml.errors import InvalidInputError
+from spawnml_web import export_web
+from spawnml_web.browser import Browser, BrowserError, serve, unavailable_reason
+
+REASON = unavailable_reason()
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(REASON is not None, reason=f"no browser: {REASON}")]
+
+MODELS = ["squeezenet1_1", "mobilenetv2", "espcn_x3"]
+BACKENDS = ["webgpu", "wasm"]
+
+
+def _feeds(path: str, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    session = ort.InferenceSession(path)
+    return {i.name: rng.random(i.shape, dtype=np.float32) for i in session.get_inputs()}
+
+
+def _reference(path: str, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    session = ort.InferenceSession(path)
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, feeds), strict=True))
+
+
+def _check(outputs: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
+    assert sorted(outputs) == sorted(expected)
+    for name, ref in expected.items():
+        got = outputs[name]
+        assert got.shape == ref.shape and got.dtype == ref.dtype, name
+        scale = np.maximum(1.0, np.abs(ref))
+        assert np.all(np.abs(got - ref) <= 1e-4 * scale), (name, np.abs(got - ref).max())
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with Browser() as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory):
+    """Each model exported once for both backends, served for the module's tests."""
+    root = tmp_path_factory.mktemp("web")
+    for model in MODELS:
+        export_web(model_path(model), root / model, BACKENDS)
+    with serve(root) as url:
+        yield root, url
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("model", MODELS)
+def test_export_matches_onnxruntime_in_chromium(browser, sites, model, backend):
+    root, url = sites
+    path = model_path(model)
+    feeds = _feeds(path)
+    run = browser.run_model(f"{url}{model}/", backend, feeds, runs=2)
+    assert run.backend == backend
+    _check(run.outputs, _reference(path, feeds))
+    manifest = json.loads((root / model / backend / "model.json").read_text())
+    assert run.load["bytes"] == manifest["weights"]["bytes"]
+
+
+def test_two_models_share_one_webgpu_device(browser, sites):
+    """Two sessions on the device the page made, runs interleaved, both correct."""
+    _, url = sites
+    a, b = model_path("squeezenet1_1"), model_path("espcn_x3")
+    fa, fb = _feeds(a, 1), _feeds(b, 2)
+    result = browser.evaluate("""async ([url, fa, fb]) => {
+      const { InferenceSession, Tensor } = await import(url + "squeezenet1_1/spawnml.mjs");
+      const adapter = await navigator.gpu.requestAdapter();
+      const device = await adapter.requestDevice();
+      const feed = (f) => Object.fromEntries(Object.entries(f).map(([n, v]) =>
+        [n, new Tensor("float32", new Float32Array(v.data), v.shape)]));
+      const sa = await InferenceSession.create(url + "squeezenet1_1/", { backend: "webgpu", device });
+      const sb = await InferenceSession.create(url + "espcn_x3/", { backend: "webgpu", device });
+      const out = {};
+      for (let i = 0; i < 2; i++) {
+        const [ra, rb] = await Promise.all([sa.run(feed(fa)), sb.run(feed(fb))]);
+        out.a = Array.from(await ra.logits.getData(true));
+        out.b = Array.from(await rb.output.getData(true));
+      }
+      sa.release(); sb.release();
+      const alive = device.createBuffer({ size: 4, usage: GPUBufferUsage.STORAGE }) !== null;
+      return { ...out, alive };
+    }""", [url, *({k: {"data": v.ravel().tolist(), "shape": list(v.shape)}}
+                  for f in (fa, fb) for k, v in f.items())])
+    assert result["alive"]  # sessions given a device do not destroy it
+    _check({"logits": np.float32(result["a"]).reshape(1, 1000)}, _reference(a, fa))
+    _check({"output": np.float32(result["b"]).reshape(1, 1, 672, 672)}, _reference(b, fb))
+
+
+def test_corrupt_cached_weights_are_refetched(browser, sites):
+    """The Cache API copy of the weights is verified part by part: a flipped byte is
+    detected, the copy dropped and the file fetched again; outputs stay correct."""
+    _, url = sites
+    path = model_path("squeezenet1_1")
+    feeds = _feeds(path, 3)
+    site = f"{url}squeezenet1_1/"
+    first = browser.run_model(site, "wasm", feeds)
+    cached = browser.run_model(site, "wasm", feeds)
+    assert cached.load["source"] == "cache"
+    browser.evaluate("""async (url) => {
+      const cache = await caches.open("spawnml-v1");
+      const bytes = new Uint8Array(await (await cache.match(url)).arrayBuffer());
+      bytes[bytes.length >> 1] ^= 0x40;
+      await cache.put(url, new Response(bytes));
+    }""", f"{site}wasm/model.weights")
+    again = browser.run_model(site, "wasm", feeds)
+    assert "failed its sha256 check" in again.load["source"], again.load
+    for run in (first, cached, again):
+        _check(run.outputs, _reference(path, feeds))
+    assert browser.run_model(site, "wasm", feeds).load["source"] == "cache"  # a good copy
+
+
+def test_unreachable_export_says_so(browser, sites):
+    _, url = sites
+    with pytest.raises(BrowserError, match=r"SpawnmlError: cannot fetch http://127\.0\.0\.1:9/"):
+        browser.run_model("http://127.0.0.1:9/", "wasm", {}, runtime=f"{url}espcn_x3/spawnml.mjs")
+
+
+def test_bad_feeds_say_what_was_expected(browser, sites):
+    _, url = sites
+    site = f"{url}squeezenet1_1/"
+    x = np.zeros((1, 3, 224, 224), np.float32)
+    with pytest.raises(BrowserError, match=r'feeds: expected \["input"\], got \["x"\]'):
+        browser.run_model(site, "webgpu", {"x": x})
+    with pytest.raises(BrowserError, match=r"input input: expected shape \[1,3,224,224\]"):
+        browser.run_model(site, "webgpu", {"input": x[:, :, :100]})
+    with pytest.raises(BrowserError, match="expected float32 data .* got Int32Array"):
+        browser.run_model(site, "wasm", {"input": x.astype(np.int32)})
+    with pytest.raises(BrowserError, match=r"not in this export \(it has webgpu, wasm\)"):
+        browser.run_model(site, "webgl", {"input": x})
+
+
+def test_a_browser_without_webgpu_says_so_and_falls_back_when_asked(sites):
+    _, url = sites
+    path = model_path("squeezenet1_1")
+    feeds = _feeds(path, 4)
+    with Browser(webgpu=False) as plain:
+        with pytest.raises(BrowserError, match="webgpu: .*WebGPU"):
+            plain.run_model(f"{url}squeezenet1_1/", "webgpu", feeds)
+        run = plain.run_model(f"{url}squeezenet1_1/", ["webgpu", "wasm"], feeds)
+    assert run.backend == "wasm" and "WebGPU" in run.load["skipped"][0]
+    _check(run.outputs, _reference(path, feeds))
+
+
+def test_the_page_runs_the_model(browser, sites, tmp_path):
+    """index.html loads the export, runs it and shows times and outputs."""
+    _, url = sites
+    browser.open(f"{url}squeezenet1_1/index.html?backend=wasm&runs=2&autorun=1")
+    browser.page.wait_for_selector("body[data-done='1']", timeout=120_000)
+    text = browser.page.inner_text("#results")
+    assert "median run" in text and "logits [1,1000]" in text and "argmax" in text
+    browser.screenshot(tmp_path / "page.png")
+    assert (tmp_path / "page.png").stat().st_size > 10_000
+
+
+def test_export_web_refuses_unknown_targets(tmp_path):
+    with pytest.raises(InvalidInputError, match=r"no web target named \['metal'\]"):
+        export_web(model_path("espcn_x3"), tmp_path, ["wasm", "metal"])
+    assert not (Path(tmp_path) / "wasm").exists()
