@@ -85,8 +85,9 @@ def test_two_models_share_one_webgpu_device(browser, sites):
       const device = await adapter.requestDevice();
       const feed = (f) => Object.fromEntries(Object.entries(f).map(([n, v]) =>
         [n, new Tensor("float32", new Float32Array(v.data), v.shape)]));
-      const sa = await InferenceSession.create(url + "squeezenet1_1/", { backend: "webgpu", device });
-      const sb = await InferenceSession.create(url + "espcn_x3/", { backend: "webgpu", device });
+      const options = { backend: "webgpu", device };
+      const sa = await InferenceSession.create(url + "squeezenet1_1/", options);
+      const sb = await InferenceSession.create(url + "espcn_x3/", options);
       const out = {};
       for (let i = 0; i < 2; i++) {
         const [ra, rb] = await Promise.all([sa.run(feed(fa)), sb.run(feed(fb))]);
@@ -140,7 +141,7 @@ def test_bad_feeds_say_what_was_expected(browser, sites):
         browser.run_model(site, "webgpu", {"x": x})
     with pytest.raises(BrowserError, match=r"input input: expected shape \[1,3,224,224\]"):
         browser.run_model(site, "webgpu", {"input": x[:, :, :100]})
-    with pytest.raises(BrowserError, match="expected float32 data .* got Int32Array"):
+    with pytest.raises(BrowserError, match=r"expected float32 data .* got Int32Array"):
         browser.run_model(site, "wasm", {"input": x.astype(np.int32)})
     with pytest.raises(BrowserError, match=r"not in this export \(it has webgpu, wasm\)"):
         browser.run_model(site, "webgl", {"input": x})
@@ -151,7 +152,7 @@ def test_a_browser_without_webgpu_says_so_and_falls_back_when_asked(sites):
     path = model_path("squeezenet1_1")
     feeds = _feeds(path, 4)
     with Browser(webgpu=False) as plain:
-        with pytest.raises(BrowserError, match="webgpu: .*WebGPU"):
+        with pytest.raises(BrowserError, match=r"webgpu: .*WebGPU"):
             plain.run_model(f"{url}squeezenet1_1/", "webgpu", feeds)
         run = plain.run_model(f"{url}squeezenet1_1/", ["webgpu", "wasm"], feeds)
     assert run.backend == "wasm" and "WebGPU" in run.load["skipped"][0]
