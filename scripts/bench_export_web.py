@@ -40,7 +40,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=DEFAULT)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--backends", default="webgpu,wasm")
+    parser.add_argument("--backends", default="webgpu,webgl,wasm")
     args = parser.parse_args()
     backends = args.backends.split(",")
     print(f"{'model':14s} {'backend':7s} {'browser':>10s} {'python':>10s} {'ratio':>7s} "
@@ -57,7 +57,7 @@ def main() -> None:
             names = [o.name for o in ref_session.get_outputs()]
             ref = dict(zip(names, ref_session.run(names, feeds), strict=True))
 
-            def err(outputs: dict) -> float:
+            def err(outputs: dict, ref: dict = ref) -> float:
                 return max(float(np.abs(outputs[n] - r).max() / max(1.0, np.abs(r).max()))
                            for n, r in ref.items())  # fmt: skip
 

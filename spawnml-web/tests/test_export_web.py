@@ -8,8 +8,10 @@ import json
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 from spawnml.cli_model import model_path
 from spawnml.errors import InvalidInputError
@@ -21,7 +23,7 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(REASON is not None, reason=f"no browser: {REASON}")]
 
 MODELS = ["squeezenet1_1", "mobilenetv2", "espcn_x3"]
-BACKENDS = ["webgpu", "wasm"]
+BACKENDS = ["webgpu", "webgl", "wasm"]
 
 
 def _feeds(path: str, seed: int = 0) -> dict[str, np.ndarray]:
@@ -74,11 +76,46 @@ def test_export_matches_onnxruntime_in_chromium(browser, sites, model, backend):
     assert run.load["bytes"] == manifest["weights"]["bytes"]
 
 
+def _lstm_model() -> bytes:
+    """An LSTM with all eight inputs: its step kernels read more buffers than WebGPU's 8
+    storage bindings, so inputs are packed (copied into one scratch binding per launch)."""
+    rng = np.random.default_rng(0)
+    hidden, size, steps, batch = 3, 4, 5, 2
+
+    def const(name: str, shape: tuple[int, ...]) -> onnx.TensorProto:
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32),
+                                       name)
+
+    lengths = numpy_helper.from_array(np.full(batch, steps, np.int32), "L")
+    inits = [const("W", (1, 4 * hidden, size)), const("R", (1, 4 * hidden, hidden)),
+             const("B", (1, 8 * hidden)), lengths, const("h0", (1, batch, hidden)),
+             const("c0", (1, batch, hidden)), const("P", (1, 3 * hidden))]
+    node = helper.make_node("LSTM", ["x", "W", "R", "B", "L", "h0", "c0", "P"], ["y"],
+                            hidden_size=hidden)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [steps, batch, size])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph([node], "lstm", [x], [y], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]).SerializeToString()
+
+
+def test_packed_inputs_run_in_the_browser(browser, tmp_path):
+    model = _lstm_model()
+    export_web(model, tmp_path, ["webgpu", "webgl"])
+    plan = json.loads((tmp_path / "webgpu" / "model.json").read_text())
+    assert any("packed" in b for launch in plan["launches"] for b in launch["bindings"])
+    x = np.random.default_rng(5).standard_normal((5, 2, 4)).astype(np.float32)
+    expected = {"y": ort.InferenceSession(model).run(None, {"x": x})[0]}
+    with serve(tmp_path) as url:
+        for backend in ("webgpu", "webgl"):
+            _check(browser.run_model(url, backend, {"x": x}).outputs, expected)
+
+
 def test_two_models_share_one_webgpu_device(browser, sites):
     """Two sessions on the device the page made, runs interleaved, both correct."""
     _, url = sites
     a, b = model_path("squeezenet1_1"), model_path("espcn_x3")
     fa, fb = _feeds(a, 1), _feeds(b, 2)
+    browser.open(url)  # module imports from the export's origin
     result = browser.evaluate("""async ([url, fa, fb]) => {
       const { InferenceSession, Tensor } = await import(url + "squeezenet1_1/spawnml.mjs");
       const adapter = await navigator.gpu.requestAdapter();
@@ -111,6 +148,7 @@ def test_corrupt_cached_weights_are_refetched(browser, sites):
     path = model_path("squeezenet1_1")
     feeds = _feeds(path, 3)
     site = f"{url}squeezenet1_1/"
+    browser.open(url)
     first = browser.run_model(site, "wasm", feeds)
     cached = browser.run_model(site, "wasm", feeds)
     assert cached.load["source"] == "cache"
@@ -143,8 +181,8 @@ def test_bad_feeds_say_what_was_expected(browser, sites):
         browser.run_model(site, "webgpu", {"input": x[:, :, :100]})
     with pytest.raises(BrowserError, match=r"expected float32 data .* got Int32Array"):
         browser.run_model(site, "wasm", {"input": x.astype(np.int32)})
-    with pytest.raises(BrowserError, match=r"not in this export \(it has webgpu, wasm\)"):
-        browser.run_model(site, "webgl", {"input": x})
+    with pytest.raises(BrowserError, match=r"not in this export \(it has webgpu, webgl, wasm\)"):
+        browser.run_model(site, "metal", {"input": x})
 
 
 def test_a_browser_without_webgpu_says_so_and_falls_back_when_asked(sites):

@@ -45,6 +45,11 @@ class WebGLProgram:
     vao: Any
     plan: SlotPlan
 
+    @property
+    def key(self) -> str:
+        """The specialisation's key (one program per key on a backend)."""
+        return self.kernel.key
+
 
 class WebGLBackend(Backend):
     """GLSL ES 3.00 shaders on an OpenGL ES 3.0 context (the WebGL2 feature set)."""

@@ -12,3 +12,11 @@ from .backend import WebGLBackend
 @hookimpl
 def spawnml_register_backends(register: Callable[[type], None]) -> None:
     register(WebGLBackend)
+
+
+@hookimpl
+def spawnml_register_web_targets(register: Callable[[object], None]) -> None:
+    """``spawnml export-web --backend webgl``."""
+    from .web_export import WebGLTarget
+
+    register(WebGLTarget())

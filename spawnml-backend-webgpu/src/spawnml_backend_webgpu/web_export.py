@@ -76,8 +76,8 @@ class WebGPUTarget(WebTarget):
                             for n, at in weight_at.items()],
             },
             "buffers": [{"bytes": b.nbytes, "kind": b.kind} for b in recorded.buffers],
-            "inputs": [_tensor(t) for t in recorded.inputs],
-            "outputs": [_tensor(t) for t in recorded.outputs],
+            "inputs": [t.manifest() for t in recorded.inputs],
+            "outputs": [t.manifest() for t in recorded.outputs],
             "kernels": kernel_entries,
             "launches": launches,
             "checks": [{"buffer": c.buffer, "size": c.size, "message": c.message}
@@ -87,10 +87,6 @@ class WebGPUTarget(WebTarget):
         shutil.copyfile(RUNTIME, directory / RUNTIME.name)
         return manifest
 
-
-def _tensor(t: Any) -> dict[str, Any]:
-    return {"name": t.name, "dtype": t.dtype.name, "storage": t.storage.name,
-            "shape": list(t.shape), "bytes": t.nbytes, "buffer": t.buffer}  # fmt: skip
 
 
 def _limits_needed(recorded: RecordedModel) -> dict[str, int]:

@@ -50,6 +50,11 @@ class ExportTensor:
     def nbytes(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64)) * self.storage.itemsize
 
+    def manifest(self) -> dict[str, Any]:
+        """The tensor as a web runtime reads it (``toStorage``/``fromStorage``)."""
+        return {"name": self.name, "dtype": self.dtype.name, "storage": self.storage.name,
+                "shape": list(self.shape), "bytes": self.nbytes, "buffer": self.buffer}
+
 
 @dataclass(frozen=True)
 class ExportLaunch:

@@ -20,7 +20,7 @@ from spawnml.errors import InvalidInputError
 from spawnml.export import record_model, web_targets
 
 WEB = Path(__file__).parent / "web"
-DEFAULT_BACKENDS = ("webgpu", "wasm")
+DEFAULT_BACKENDS = ("webgpu", "webgl", "wasm")
 
 
 def export_web(model: Any, directory: str | Path, backends: Sequence[str] = DEFAULT_BACKENDS,

@@ -2,7 +2,7 @@
 // spawnml generated for WebGPU, WebGL2 or Wasm. Plain ES module, no dependencies.
 //
 //   import { InferenceSession, Tensor } from "./spawnml.mjs";
-//   const session = await InferenceSession.create("./", { backend: ["webgpu", "wasm"] });
+//   const session = await InferenceSession.create("./", { backend: ["webgpu", "webgl", "wasm"] });
 //   const outputs = await session.run({ input: new Tensor("float32", data, [1, 3, 224, 224]) });
 //   const scores = await outputs.logits.getData();   // outputs stay on the device until read
 //

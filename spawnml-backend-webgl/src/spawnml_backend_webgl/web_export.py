@@ -1,0 +1,96 @@
+"""The webgl target of ``spawnml export-web``: the plan's GLSL ES 3.00 fragment shaders, their
+texture units, packed inputs and viewports, run in a page's WebGL2 context by
+``web/spawnml-webgl.mjs`` with the same texture layout as the Python backend (R32UI textures
+``texture_width`` words wide, row-wrapped).
+
+Kernels are planned for what every WebGL2 implementation offers: 16 texture units and the
+backend's 4096-wide layout (MAX_TEXTURE_SIZE is at least 2048 by the specification; the
+runtime checks the page's context against what the plan needs).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from spawnml.export import RecordedModel, WebTarget, weights_manifest
+
+from .backend import WEBGL2_TEXTURE_UNITS, WebGLBackend
+from .packing import copy_shader
+from .renderer import VERTEX_SHADER
+
+RUNTIME = Path(__file__).parent / "web" / "spawnml-webgl.mjs"
+_ALIGN = 16
+
+
+def _align(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
+
+
+class WebGLTarget(WebTarget):
+    """GLSL ES 3.00 fragment shaders on the page's WebGL2 context."""
+
+    name = "webgl"
+
+    def backend(self) -> WebGLBackend:
+        return WebGLBackend(max_texture_units=WEBGL2_TEXTURE_UNITS)
+
+    def write(self, recorded: RecordedModel, directory: Path) -> dict[str, Any]:
+        backend = recorded.backend
+        assert isinstance(backend, WebGLBackend)
+        layout = backend.layout
+        (directory / "shaders").mkdir(parents=True, exist_ok=True)
+        weights = bytearray()
+        tensors = []
+        for n, buffer in enumerate(recorded.buffers):
+            if buffer.kind == "weight":
+                assert buffer.data is not None
+                tensors.append({"buffer": n, "offset": len(weights), "bytes": buffer.nbytes})
+                weights += buffer.data + bytes(_align(len(buffer.data)) - len(buffer.data))
+        (directory / "model.weights").write_bytes(weights)
+        kernels: dict[str, int] = {}
+        entries = []
+        for program in recorded.programs():
+            key = program.kernel.key
+            kernels[key] = len(entries)
+            file = f"shaders/{len(entries):03d}_{program.kernel.name}.frag"
+            (directory / file).write_text(program.source)
+            units = len(program.plan.direct) + (1 if program.plan.packed else 0)
+            entries.append({"file": file, "name": program.kernel.name, "units": units})
+        launches = []
+        for launch in recorded.launches:
+            program = launch.program
+            plan = program.plan
+            launches.append({
+                "kernel": kernels[program.kernel.key], "out": launch.out,
+                "direct": [launch.ins[slot] for slot in plan.direct],
+                "packed": [[launch.ins[i], offset, words] for i, offset, words in plan.packed],
+                "pack_words": plan.pack_words,
+                "viewport": list(layout.viewport(program.kernel.size)),
+                "label": launch.label,
+            })
+        rows = max((layout.rows(-(-b.nbytes // 4)) for b in recorded.buffers), default=1)
+        manifest = {
+            "format": "spawnml-webgl",
+            "version": 1,
+            "runtime": RUNTIME.name,
+            "texture_width": layout.width,
+            "needs": {"MAX_TEXTURE_SIZE": max(layout.width, rows),
+                      "MAX_TEXTURE_IMAGE_UNITS": max((e["units"] for e in entries), default=1)},
+            "vertex_shader": VERTEX_SHADER,
+            "copy_shader": copy_shader(layout),
+            "weights": {**weights_manifest(bytes(weights), "model.weights"), "tensors": tensors},
+            "buffers": [{"bytes": b.nbytes, "kind": b.kind} for b in recorded.buffers],
+            "inputs": [t.manifest() for t in recorded.inputs],
+            "outputs": [t.manifest() for t in recorded.outputs],
+            "kernels": entries,
+            "launches": launches,
+            "checks": [{"buffer": c.buffer, "size": c.size, "message": c.message}
+                       for c in recorded.checks],
+        }
+        (directory / "model.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        shutil.copyfile(RUNTIME, directory / RUNTIME.name)
+        return manifest
+
