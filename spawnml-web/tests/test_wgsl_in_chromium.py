@@ -20,9 +20,9 @@ pytestmark = [pytest.mark.slow,
 
 
 def _sources() -> dict[str, str]:
-    from spawnml_backend_webgpu.backend import WEB_LIMITS, WebGPUBackend
+    from spawnml_backend_webgpu.backend import WebGPUBackend
 
-    backend = WebGPUBackend(native_f16=False, limits=WEB_LIMITS)
+    backend = WebGPUBackend(portable=True)
     sources = {}
     for case in CASES:
         if unsupported_reason(backend, case):

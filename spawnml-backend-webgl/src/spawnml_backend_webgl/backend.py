@@ -61,9 +61,13 @@ class WebGLBackend(Backend):
         return probe()
 
     def __init__(
-        self, texture_width: int | None = None, max_texture_units: int | None = None
+        self, texture_width: int | None = None, max_texture_units: int | None = None,
+        portable: bool = False,
     ) -> None:
-        """``texture_width``/``max_texture_units`` lower the WebGL2 limits (tests use this)."""
+        """``texture_width``/``max_texture_units`` lower the WebGL2 limits (tests use this);
+        ``portable=True`` plans for any WebGL2 context (``export-web``): 16 texture units and
+        none of this context's own workarounds (llvmpipe's loop limit), so its results here
+        may differ."""
         info = probe()
         if not info.available:
             raise BackendUnavailableError(f"webgl: {info.reason}")
@@ -80,6 +84,8 @@ class WebGLBackend(Backend):
         llvmpipe = "llvmpipe" in self.ctx.info["GL_RENDERER"]
         units = self.reader.get_integer(0x8872)  # GL_MAX_TEXTURE_IMAGE_UNITS
         units = min(units, WEBGL2_TEXTURE_UNITS)
+        if portable:
+            max_texture_units = min(max_texture_units or WEBGL2_TEXTURE_UNITS, WEBGL2_TEXTURE_UNITS)
         self.texture_units = max(1, min(units, max_texture_units or units))
         self.layout = TextureLayout.for_limit(limit, texture_width)
         self._caps = Capabilities(
@@ -96,7 +102,7 @@ class WebGLBackend(Backend):
                 "flushes_denormals": True,  # llvmpipe does; GLSL ES 3.00 4.5.1 allows it
                 "renderer": self.ctx.info["GL_RENDERER"],
                 # llvmpipe silently ends shaders after 65535 loop iterations.
-                "max_loop_iterations": 65535 if llvmpipe else None,
+                "max_loop_iterations": 65535 if llvmpipe and not portable else None,
             },
         )
         self.reader.clear_errors()  # ctx.info asks for desktop-only enums

@@ -3,9 +3,9 @@ texture units, packed inputs and viewports, run in a page's WebGL2 context by
 ``web/spawnml-webgl.mjs`` with the same texture layout as the Python backend (R32UI textures
 ``texture_width`` words wide, row-wrapped).
 
-Kernels are planned for what every WebGL2 implementation offers: 16 texture units and the
-backend's 4096-wide layout (MAX_TEXTURE_SIZE is at least 2048 by the specification; the
-runtime checks the page's context against what the plan needs).
+Kernels are planned for any WebGL2 context (``WebGLBackend(portable=True)``): 16 texture
+units, no llvmpipe loop limit, the backend's 4096-wide layout (the runtime checks the page's
+MAX_TEXTURE_SIZE and units against what the plan needs).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from spawnml.export import RecordedModel, WebTarget, weights_manifest
 
-from .backend import WEBGL2_TEXTURE_UNITS, WebGLBackend
+from .backend import WebGLBackend
 from .packing import copy_shader
 from .renderer import VERTEX_SHADER
 
@@ -35,7 +35,7 @@ class WebGLTarget(WebTarget):
     name = "webgl"
 
     def backend(self) -> WebGLBackend:
-        return WebGLBackend(max_texture_units=WEBGL2_TEXTURE_UNITS)
+        return WebGLBackend(portable=True)
 
     def write(self, recorded: RecordedModel, directory: Path) -> dict[str, Any]:
         backend = recorded.backend

@@ -69,18 +69,23 @@ class WebGPUBackend(Backend):
         power_preference: str = "high-performance",
         native_f16: bool | None = None,
         limits: Mapping[str, int] | None = None,
+        portable: bool = False,
     ) -> None:
         """Compute on ``device`` (a ``wgpu.GPUDevice`` the application made) or on the
         process-wide device; ``native_f16=False`` stores float16 as f32 even where the
         adapter offers shader-f16; ``limits`` (WebGPU limit names, e.g.
         ``max-storage-buffers-per-shader-stage``) lowers the device's own for planning
-        kernels (``WEB_LIMITS``: what every browser grants, for ``export-web``)."""
+        kernels; ``portable=True`` plans for any WebGPU device (``export-web``): within
+        ``WEB_LIMITS`` (what every browser grants), without shader-f16 and without this
+        device's own workarounds (lavapipe's loop limit), so its results here may differ."""
         import wgpu
 
         self._wgpu = wgpu
         self.ctx: DeviceContext = context_for(device) if device is not None else shared_context(
             power_preference
         )
+        if portable:
+            native_f16, limits = False, {**WEB_LIMITS, **(limits or {})}
         self.native_f16 = self.ctx.f16 if native_f16 is None else (native_f16 and self.ctx.f16)
         self.limits = {k: int(v) for k, v in self.ctx.limits.items()}
         for name, value in (limits or {}).items():
@@ -106,7 +111,8 @@ class WebGPUBackend(Backend):
                     int(limits["max-compute-workgroups-per-dimension"]),
                 "shader_f16": self.ctx.f16,
                 # Mesa's lavapipe silently ends shaders after 65535 loop iterations.
-                "max_loop_iterations": 65535 if "llvmpipe" in self.ctx.adapter_summary else None,
+                "max_loop_iterations": 65535 if "llvmpipe" in self.ctx.adapter_summary
+                and not portable else None,
             },
         )
         self._programs: dict[str, Program] = {}

@@ -1,8 +1,9 @@
 """The webgpu target of ``spawnml export-web``: the plan's WGSL kernels, their bindings and
 dispatch grids, the buffer plan and the weights, run in a page by ``web/spawnml-webgpu.mjs``.
 
-Kernels are planned within ``WEB_LIMITS`` (what every browser's device grants) and without
-shader-f16, so the export runs on any WebGPU device, including one the page passes in.
+Kernels are planned for any WebGPU device (``WebGPUBackend(portable=True)``): within
+``WEB_LIMITS`` (what every browser's device grants), without shader-f16 and without lavapipe's
+loop limit, so the export runs on any WebGPU device, including one the page passes in.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from spawnml.export import RecordedModel, WebTarget, weights_manifest
 
-from .backend import WEB_LIMITS, WebGPUBackend
+from .backend import WebGPUBackend
 
 RUNTIME = Path(__file__).parent / "web" / "spawnml-webgpu.mjs"
 _ALIGN = 16  # every weight starts 16-byte aligned in the weights file (writeBuffer: 4)
@@ -30,7 +31,7 @@ class WebGPUTarget(WebTarget):
     name = "webgpu"
 
     def backend(self) -> WebGPUBackend:
-        return WebGPUBackend(native_f16=False, limits=WEB_LIMITS)
+        return WebGPUBackend(portable=True)
 
     def write(self, recorded: RecordedModel, directory: Path) -> dict[str, Any]:
         kernels_dir = directory / "kernels"
