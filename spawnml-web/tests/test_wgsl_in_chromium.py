@@ -1,6 +1,6 @@
 """The WGSL the webgpu backend generates compiles with the browser's own compiler (Chrome's
-Tint), not only with wgpu's naga: every kernel of the kernel suite, rendered as export-web
-renders it (within WebGPU's default limits, no shader-f16).
+Tint), not only with wgpu's naga: every kernel of the kernel suite and of one conformance
+case per operator, rendered as export-web renders it (``WebGPUBackend(portable=True)``).
 
 Tint follows the WGSL specification where naga is lenient (a NaN or Inf constant
 expression, comparisons as operands of comparisons without parentheses): a renderer change
@@ -37,9 +37,25 @@ def _sources() -> dict[str, str]:
     return sources
 
 
-def test_every_kernel_suite_shader_compiles_in_chromium(tmp_path):
-    sources = _sources()
-    assert len(sources) > 100
+def _operator_sources() -> dict[str, str]:
+    """The programs one conformance case of every operator compiles on webgpu."""
+    from spawnml.registry import op_definitions
+    from spawnml_backend_webgpu.backend import WebGPUBackend
+    from spawnml_conformance.cases import generate, sample
+    from spawnml_conformance.checks import run_case
+
+    backend = WebGPUBackend(portable=True)
+    backend.max_cached_programs = 1 << 20  # keep every program: their sources are the test
+    for defs in op_definitions().values():
+        for case in sample(generate(defs[-1], onnx_seeds=False), 1):
+            run_case(backend, case)  # outcomes are conformance's business, not this test's
+    programs = backend.__dict__.get("_programs", {})
+    return {key: p.source for key, p in programs.items()}
+
+
+def test_every_kernel_suite_and_operator_shader_compiles_in_chromium(tmp_path):
+    sources = {**_sources(), **_operator_sources()}
+    assert len(sources) > 300
     (tmp_path / "index.html").write_text("<title>wgsl</title>")
     with serve(tmp_path) as url, Browser() as browser:
         verdicts = browser.compile_wgsl(url, sources)
