@@ -116,6 +116,13 @@ CASES: list[tuple[str, int, str]] = [
     ("export-wasm {unsupported} out", 1, "Frobnicate"),
     (f"export-wasm {M} out --threads 0", 1, "--threads must be between 1 and 64, got 0"),
     (f"export-wasm {M} out --threads x", 2, "invalid int value"),
+    # spawnml-web
+    ("export-web", 2, "required: model, out"),
+    ("export-web nope out", 1, "not a file, a URL or a built-in name"),
+    (f"export-web {M} out --backend metal", 1, "no web target named \\['metal'\\]"),
+    (f"export-web {M} out --backend ,", 1, "needs at least one backend"),
+    (f"export-web {M} out --backend wasm --shape x", 1, "--shape expects NAME=D0,D1"),
+    ("export-web {unsupported} out --backend wasm", 1, "Frobnicate"),
     # spawnml-ray
     ("batch", 2, "required"),
     ("batch nope {dir} out", 2, "invalid choice"),

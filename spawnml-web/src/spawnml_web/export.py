@@ -36,23 +36,37 @@ def export_web(model: Any, directory: str | Path, backends: Sequence[str] = DEFA
         raise InvalidInputError(f"export-web: no web target named {unknown} (installed: "
                                 f"{sorted(targets)})")
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    recorded: dict[str, Any] = {}
     exports: dict[str, Any] = {}
     tensors: dict[str, list[dict[str, Any]]] = {}
-    for name in dict.fromkeys(backends):
-        start = time.perf_counter()
-        target = targets[name]
-        backend = target.backend()
-        try:
-            recorded = record_model(model, backend, shapes)
-            manifest = target.write(recorded, directory / name)
-        finally:
-            backend.close()
-        tensors = {kind: [{"name": t.name, "dtype": t.dtype.name, "shape": list(t.shape)}
-                          for t in getattr(recorded, kind)] for kind in ("inputs", "outputs")}
-        exports[name] = {"kernels": len(recorded.programs()), "launches": len(recorded.launches),
-                         "weights_bytes": manifest["weights"]["bytes"],
-                         "seconds": round(time.perf_counter() - start, 3)}  # fmt: skip
+    created = not directory.exists()
+    try:
+        for name in dict.fromkeys(backends):  # every plan first: a failure writes nothing
+            start = time.perf_counter()
+            backend = targets[name].backend()
+            try:
+                recorded[name] = record_model(model, backend, shapes)
+            except BaseException:
+                backend.close()
+                raise
+            exports[name] = {"seconds": time.perf_counter() - start}
+        for name, plan in recorded.items():
+            start = time.perf_counter()
+            manifest = targets[name].write(plan, directory / name)
+            tensors = {kind: [{"name": t.name, "dtype": t.dtype.name, "shape": list(t.shape)}
+                              for t in getattr(plan, kind)] for kind in ("inputs", "outputs")}
+            exports[name] = {
+                "kernels": len(plan.programs()), "launches": len(plan.launches),
+                "weights_bytes": manifest["weights"]["bytes"],
+                "seconds": round(exports[name]["seconds"] + time.perf_counter() - start, 3),
+            }
+    except BaseException:
+        if created and directory.exists():
+            shutil.rmtree(directory)
+        raise
+    finally:
+        for plan in recorded.values():
+            plan.backend.close()
     index = {
         "format": "spawnml-web",
         "version": 1,
