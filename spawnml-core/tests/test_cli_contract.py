@@ -123,6 +123,7 @@ CASES: list[tuple[str, int, str]] = [
     (f"export-web {M} out --backend ,", 1, "needs at least one backend"),
     (f"export-web {M} out --backend wasm --shape x", 1, "--shape expects NAME=D0,D1"),
     ("export-web {unsupported} out --backend wasm", 1, "Frobnicate"),
+    (f"export-web {M} out --threads 0", 1, "threads must be between 1 and 64, got 0"),
     # spawnml-ray
     ("batch", 2, "required"),
     ("batch nope {dir} out", 2, "invalid choice"),

@@ -58,8 +58,8 @@ def browser():
 def sites(tmp_path_factory):
     """Each model exported once for both backends, served for the module's tests."""
     root = tmp_path_factory.mktemp("web")
-    for model in MODELS:
-        export_web(model_path(model), root / model, BACKENDS)
+    for model in MODELS:  # wasm with a 2-thread module too: the served pages are isolated
+        export_web(model_path(model), root / model, BACKENDS, threads=2)
     with serve(root) as url:
         yield root, url
 
@@ -72,6 +72,8 @@ def test_export_matches_onnxruntime_in_chromium(browser, sites, model, backend):
     feeds = _feeds(path)
     run = browser.run_model(f"{url}{model}/", backend, feeds, runs=1 if model in ONE_RUN else 2)
     assert run.backend == backend
+    if backend == "wasm":  # the page is cross-origin isolated: the threaded module runs
+        assert run.load["threads"] == "2 threads", run.load
     _check(run.outputs, _reference(path, feeds))
     manifest = json.loads((root / model / backend / "model.json").read_text())
     assert run.load["bytes"] == manifest["weights"]["bytes"]
@@ -164,6 +166,22 @@ def test_corrupt_cached_weights_are_refetched(browser, sites):
     for run in (first, cached, again):
         _check(run.outputs, _reference(path, feeds))
     assert browser.run_model(site, "wasm", feeds).load["source"] == "cache"  # a good copy
+
+
+def test_wasm_threads_only_where_asked_and_possible(browser, sites):
+    """``threads: 1`` takes the one-thread module; both give onnxruntime's outputs."""
+    _, url = sites
+    path = model_path("mobilenetv2")
+    feeds = _feeds(path, 6)
+    one = browser.run_model(f"{url}mobilenetv2/", "wasm", feeds, options={"threads": 1})
+    two = browser.run_model(f"{url}mobilenetv2/", "wasm", feeds)
+    assert (one.load["threads"], two.load["threads"]) == ("one thread", "2 threads")
+    root, _ = sites
+    with serve(root, isolated=False) as plain_url:  # no shared memory: one thread, and why
+        plain = browser.run_model(f"{plain_url}mobilenetv2/", "wasm", feeds)
+    assert plain.load["threads"].startswith("one thread: the page is not cross-origin isolated")
+    for run in (one, two, plain):
+        _check(run.outputs, _reference(path, feeds))
 
 
 def test_unreachable_export_says_so(browser, sites):

@@ -360,6 +360,16 @@ def export_wasm(
     return write_module(record(model, shapes, threads), Path(directory), start)
 
 
+def assemble(plan: ExportedPlan) -> bytes:
+    """The binary module of ``plan`` (``module_text`` assembled)."""
+    import wasmtime
+
+    try:
+        return bytes(wasmtime.wat2wasm(module_text(plan)))
+    except wasmtime.WasmtimeError as exc:
+        raise ExportError(f"the whole-model module does not assemble: {exc}") from None
+
+
 def write_module(plan: ExportedPlan, directory: Path, start: float | None = None
                  ) -> dict[str, Any]:
     """Write the module of ``plan``, its weights, manifest and runners into ``directory``;
@@ -368,10 +378,7 @@ def write_module(plan: ExportedPlan, directory: Path, start: float | None = None
 
     start = time.perf_counter() if start is None else start
     threads = plan.threads
-    try:
-        binary = wasmtime.wat2wasm(module_text(plan))
-    except wasmtime.WasmtimeError as exc:
-        raise ExportError(f"the whole-model module does not assemble: {exc}") from None
+    binary = assemble(plan)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "model.wasm").write_bytes(binary)

@@ -37,7 +37,8 @@ class WebGLTarget(WebTarget):
     def backend(self) -> WebGLBackend:
         return WebGLBackend(portable=True)
 
-    def write(self, recorded: RecordedModel, directory: Path) -> dict[str, Any]:
+    def write(self, recorded: RecordedModel, directory: Path, **options: Any
+              ) -> dict[str, Any]:
         backend = recorded.backend
         assert isinstance(backend, WebGLBackend)
         layout = backend.layout

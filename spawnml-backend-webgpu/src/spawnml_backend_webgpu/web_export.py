@@ -33,7 +33,8 @@ class WebGPUTarget(WebTarget):
     def backend(self) -> WebGPUBackend:
         return WebGPUBackend(portable=True)
 
-    def write(self, recorded: RecordedModel, directory: Path) -> dict[str, Any]:
+    def write(self, recorded: RecordedModel, directory: Path, **options: Any
+              ) -> dict[str, Any]:
         kernels_dir = directory / "kernels"
         kernels_dir.mkdir(parents=True, exist_ok=True)
         weights = bytearray()

@@ -268,14 +268,16 @@ class WebTarget:
     compiled kernels, the plan and the weights into ``directory`` and returns its manifest,
     saved as ``model.json`` beside them, whose ``runtime`` names the ES module (also written
     there) that runs it. That module exports ``available(options)`` (true, or why not) and
-    ``createSession(manifest, directoryUrl, weights, options)``; see docs/export-web.md."""
+    ``createSession(manifest, directoryUrl, weights, options)``; see docs/export-web.md.
+    ``options`` are the export's (``threads``); a target ignores those it has no use for."""
 
     name: str = ""
 
     def backend(self) -> Backend:
         raise NotImplementedError
 
-    def write(self, recorded: RecordedModel, directory: Path) -> dict[str, Any]:
+    def write(self, recorded: RecordedModel, directory: Path, **options: Any
+              ) -> dict[str, Any]:
         raise NotImplementedError
 
 

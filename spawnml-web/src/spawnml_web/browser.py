@@ -59,22 +59,31 @@ def unavailable_reason() -> str | None:
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
-    """Static files with cross-origin isolation (SharedArrayBuffer for Wasm threads)."""
+    """Static files, with cross-origin isolation (SharedArrayBuffer for Wasm threads)
+    unless ``isolated`` is false."""
+
+    isolated = True
 
     def end_headers(self) -> None:
-        self.send_header("Cross-Origin-Opener-Policy", "same-origin")
-        self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+        if self.isolated:
+            self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+            self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
         self.send_header("Cache-Control", "no-cache")
         super().end_headers()
+
+
+class _PlainHandler(_Handler):
+    isolated = False
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
 @contextmanager
-def serve(directory: str | Path) -> Iterator[str]:
-    """Serve ``directory`` on 127.0.0.1 (a free port) while in the block; yields its URL."""
-    handler = functools.partial(_Handler, directory=str(directory))
+def serve(directory: str | Path, isolated: bool = True) -> Iterator[str]:
+    """Serve ``directory`` on 127.0.0.1 (a free port) while in the block; yields its URL.
+    ``isolated``: with the COOP/COEP headers that make pages cross-origin isolated."""
+    handler = functools.partial(_Handler if isolated else _PlainHandler, directory=str(directory))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -16,7 +16,8 @@ def cmd_export_web(args: argparse.Namespace) -> int:
     from .export import export_web
 
     backends = [b.strip() for b in args.backend.split(",") if b.strip()]
-    index = export_web(model_path(args.model), args.out, backends, parse_shapes(args.shape))
+    index = export_web(model_path(args.model), args.out, backends, parse_shapes(args.shape),
+                       threads=args.threads)
     print(f"wrote {args.out}/: index.html, spawnml.mjs, export.json and one folder per backend")
     for name, e in index["exports"].items():
         print(f"  {name:7s} {e['kernels']} kernels, {e['launches']} launches, "
@@ -42,4 +43,7 @@ def add_commands(cli: Any) -> None:
     p.add_argument("--backend", default=",".join(DEFAULT_BACKENDS),
                    help=f"comma-separated web targets (default: {','.join(DEFAULT_BACKENDS)})")
     add_shape_argument(p)
+    p.add_argument("--threads", type=int, default=1, metavar="N",
+                   help="wasm: also write a module for N threads, which a cross-origin "
+                   "isolated page uses (default 1: one thread only)")
     p.set_defaults(func=cmd_export_web)

@@ -24,10 +24,14 @@ DEFAULT_BACKENDS = ("webgpu", "webgl", "wasm")
 
 
 def export_web(model: Any, directory: str | Path, backends: Sequence[str] = DEFAULT_BACKENDS,
-               shapes: dict[str, tuple[int, ...]] | None = None, title: str | None = None
-               ) -> dict[str, Any]:
+               shapes: dict[str, tuple[int, ...]] | None = None, title: str | None = None,
+               threads: int = 1) -> dict[str, Any]:
     """Write the site for ``model`` (a path, bytes or ModelProto) into ``directory`` for each
-    of ``backends`` (registered web targets); returns ``export.json``'s content."""
+    of ``backends`` (registered web targets); returns ``export.json``'s content.
+    ``threads > 1``: the wasm target also writes a module for that many threads (used by
+    cross-origin isolated pages)."""
+    if not 1 <= threads <= 64:
+        raise InvalidInputError(f"threads must be between 1 and 64, got {threads}")
     targets = web_targets()
     if not backends:
         raise InvalidInputError("export-web needs at least one backend")
@@ -52,7 +56,7 @@ def export_web(model: Any, directory: str | Path, backends: Sequence[str] = DEFA
             exports[name] = {"seconds": time.perf_counter() - start}
         for name, plan in recorded.items():
             start = time.perf_counter()
-            manifest = targets[name].write(plan, directory / name)
+            manifest = targets[name].write(plan, directory / name, threads=threads)
             tensors = {kind: [{"name": t.name, "dtype": t.dtype.name, "shape": list(t.shape)}
                               for t in getattr(plan, kind)] for kind in ("inputs", "outputs")}
             exports[name] = {

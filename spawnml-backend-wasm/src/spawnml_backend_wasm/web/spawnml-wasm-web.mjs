@@ -17,13 +17,26 @@ export async function available() {
 // module's storage dtype.
 const info = (t) => ({ name: t.name, dtype: t.logical ?? t.dtype, storage: t.dtype, shape: t.shape });
 
+// The threaded module when the export has one, the page is cross-origin isolated (shared
+// memory) and options.threads is not 1; else the one-thread module.
+function pick(manifest, options) {
+  const threaded = manifest.threaded;
+  if (!threaded || options.threads === 1) return [manifest, "one thread"];
+  if (!globalThis.crossOriginIsolated) {
+    return [manifest, "one thread: the page is not cross-origin isolated (COOP/COEP headers), so it has no shared memory"];
+  }
+  return [{ ...manifest, module: threaded.module, threads: threaded.threads }, `${threaded.threads} threads`];
+}
+
 export async function createSession(manifest, dir, weights, options = {}) {
-  const moduleBytes = await (await fetchFile(new URL(manifest.module, dir), options)).arrayBuffer();
+  const [chosen, threads] = pick(manifest, options);
+  const moduleBytes = await (await fetchFile(new URL(chosen.module, dir), options)).arrayBuffer();
   async function* chunks() {
     for await (const part of weights) yield part.bytes;
   }
-  const model = await ExportedModel.create(manifest, moduleBytes, chunks());
+  const model = await ExportedModel.create(chosen, moduleBytes, chunks());
   return {
+    loadInfo: { threads },
     async run(feeds) {
       const arrays = {};
       for (const t of manifest.inputs) arrays[t.name] = toStorage(feeds[t.name], info(t));

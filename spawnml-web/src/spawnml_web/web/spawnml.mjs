@@ -215,7 +215,8 @@ export class InferenceSession {
 
   // `url`: the export's folder. options: backend (a name or a preference list: the first
   // that works here is used), device (a GPUDevice to share), onProgress({loaded, total}),
-  // cache (false: no Cache API).
+  // cache (false: no Cache API), threads (1: the one-thread Wasm module even where a
+  // threaded one could run).
   static async create(url, options = {}) {
     const base = new URL(url.endsWith("/") ? url : `${url}/`, globalThis.location?.href);
     const index = await fetchJson(new URL("export.json", base), options);
@@ -240,6 +241,7 @@ export class InferenceSession {
       const parts = weightParts(new URL(manifest.weights.file, dir), manifest.weights, options, load);
       const impl = await runtime.createSession(manifest, dir, parts, options);
       load.ms = performance.now() - start;
+      Object.assign(load, impl.loadInfo ?? {});
       return new InferenceSession(impl, name, manifest, load);
     }
     throw new SpawnmlError(`no backend of [${wanted.join(", ")}] can run this model here: ${reasons.join("; ")}`);
