@@ -15,18 +15,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from spawnml.export import RecordedModel, WebTarget, weights_manifest
+from spawnml.export import RecordedModel, WebTarget, write_weights
 
 from .backend import WebGLBackend
 from .packing import copy_shader
 from .renderer import VERTEX_SHADER
 
 RUNTIME = Path(__file__).parent / "web" / "spawnml-webgl.mjs"
-_ALIGN = 16
-
-
-def _align(n: int) -> int:
-    return -(-n // _ALIGN) * _ALIGN
 
 
 class WebGLTarget(WebTarget):
@@ -43,14 +38,7 @@ class WebGLTarget(WebTarget):
         assert isinstance(backend, WebGLBackend)
         layout = backend.layout
         (directory / "shaders").mkdir(parents=True, exist_ok=True)
-        weights = bytearray()
-        tensors = []
-        for n, buffer in enumerate(recorded.buffers):
-            if buffer.kind == "weight":
-                assert buffer.data is not None
-                tensors.append({"buffer": n, "offset": len(weights), "bytes": buffer.nbytes})
-                weights += buffer.data + bytes(_align(len(buffer.data)) - len(buffer.data))
-        (directory / "model.weights").write_bytes(weights)
+        weights = write_weights(recorded, directory / "model.weights")
         kernels: dict[str, int] = {}
         entries = []
         for program in recorded.programs():
@@ -82,7 +70,7 @@ class WebGLTarget(WebTarget):
                       "MAX_TEXTURE_IMAGE_UNITS": max((e["units"] for e in entries), default=1)},
             "vertex_shader": VERTEX_SHADER,
             "copy_shader": copy_shader(layout),
-            "weights": {**weights_manifest(bytes(weights), "model.weights"), "tensors": tensors},
+            "weights": weights,
             "buffers": [{"bytes": b.nbytes, "kind": b.kind} for b in recorded.buffers],
             "inputs": [t.manifest() for t in recorded.inputs],
             "outputs": [t.manifest() for t in recorded.outputs],

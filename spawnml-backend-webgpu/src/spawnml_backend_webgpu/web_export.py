@@ -13,16 +13,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from spawnml.export import RecordedModel, WebTarget, weights_manifest
+from spawnml.export import RecordedModel, WebTarget, write_weights
 
 from .backend import WebGPUBackend
 
 RUNTIME = Path(__file__).parent / "web" / "spawnml-webgpu.mjs"
-_ALIGN = 16  # every weight starts 16-byte aligned in the weights file (writeBuffer: 4)
-
-
-def _align(n: int) -> int:
-    return -(-n // _ALIGN) * _ALIGN
 
 
 class WebGPUTarget(WebTarget):
@@ -37,14 +32,7 @@ class WebGPUTarget(WebTarget):
               ) -> dict[str, Any]:
         kernels_dir = directory / "kernels"
         kernels_dir.mkdir(parents=True, exist_ok=True)
-        weights = bytearray()
-        weight_at: dict[int, int] = {}
-        for n, buffer in enumerate(recorded.buffers):
-            if buffer.kind == "weight":
-                assert buffer.data is not None
-                weight_at[n] = len(weights)
-                weights += buffer.data + bytes(_align(len(buffer.data)) - len(buffer.data))
-        (directory / "model.weights").write_bytes(weights)
+        weights = write_weights(recorded, directory / "model.weights")
         kernels: dict[str, int] = {}
         kernel_entries = []
         for program in recorded.programs():
@@ -72,11 +60,7 @@ class WebGPUTarget(WebTarget):
             "version": 1,
             "runtime": RUNTIME.name,
             "limits": _limits_needed(recorded),
-            "weights": {
-                **weights_manifest(bytes(weights), "model.weights"),
-                "tensors": [{"buffer": n, "offset": at, "bytes": recorded.buffers[n].nbytes}
-                            for n, at in weight_at.items()],
-            },
+            "weights": weights,
             "buffers": [{"bytes": b.nbytes, "kind": b.kind} for b in recorded.buffers],
             "inputs": [t.manifest() for t in recorded.inputs],
             "outputs": [t.manifest() for t in recorded.outputs],

@@ -259,6 +259,20 @@ def weights_manifest(data: bytes, file: str, part_bytes: int = WEIGHT_PART_BYTES
             "parts": parts}
 
 
+def write_weights(recorded: RecordedModel, path: Path) -> dict[str, Any]:
+    """Write every weight of ``recorded`` into one file, each 16-byte aligned; its manifest
+    entry (``weights_manifest``) with ``tensors``: each weight's buffer, offset and size."""
+    data = bytearray()
+    tensors = []
+    for n, buffer in enumerate(recorded.buffers):
+        if buffer.kind == "weight":
+            assert buffer.data is not None
+            tensors.append({"buffer": n, "offset": len(data), "bytes": buffer.nbytes})
+            data += buffer.data + bytes(-len(buffer.data) % 16)
+    path.write_bytes(data)
+    return {**weights_manifest(bytes(data), path.name), "tensors": tensors}
+
+
 class WebTarget:
     """A target of ``spawnml export-web`` (registered with the
     ``spawnml_register_web_targets`` hook): the backend a page runs the model on.
@@ -297,5 +311,5 @@ def web_targets() -> dict[str, WebTarget]:
 __all__ = [
     "WEIGHT_PART_BYTES", "ExportBuffer", "ExportCheck", "ExportLaunch", "ExportTensor",
     "RecordedModel", "WebTarget", "add_shape_argument", "fixed_input_shapes", "parse_shapes",
-    "record_model", "web_targets", "weights_manifest",
+    "record_model", "web_targets", "weights_manifest", "write_weights",
 ]
