@@ -124,6 +124,10 @@ CASES: list[tuple[str, int, str]] = [
     (f"export-web {M} out --backend wasm --shape x", 1, "--shape expects NAME=D0,D1"),
     ("export-web {unsupported} out --backend wasm", 1, "Frobnicate"),
     (f"export-web {M} out --threads 0", 1, "threads must be between 1 and 64, got 0"),
+    (f"export-web {M} out --pipeline blur", 2, "invalid choice: 'blur'"),
+    (f"export-web {M} out --image-size 3,4", 1, "give --pipeline TASK too"),
+    (f"export-web {M} out --pipeline depth --image-size 0,4", 1, "--image-size expects H,W"),
+    (f"export-web {M} out --pipeline depth --shape x=1", 1, "takes --image-size H,W instead"),
     # spawnml-ray
     ("batch", 2, "required"),
     ("batch nope {dir} out", 2, "invalid choice"),

@@ -133,6 +133,29 @@ def test_extract_and_blend_tiles(any_device: Device, rng, hw) -> None:
     np.testing.assert_allclose(got, want, **F32_TOL)
 
 
+def test_tiles_one_at_a_time_stack_up_on_the_device(any_device: Device, rng) -> None:
+    """extract_tile cuts tile i as (1, 1, th, tw); place_tile builds the (T, ...) stack that
+    blend_tiles reads, each slot from its own launch (the upscale pipeline's loop)."""
+    plane = rng.uniform(size=(70, 100)).astype(np.float32)
+    grid = tiling.tile_grid(70, 100, 32, 32, 12)
+    want = any_device.get(ops.extract_tiles(any_device, plane, grid))
+    stack = None
+    for i in range(grid.count):
+        tile = ops.extract_tile(any_device, plane, grid, i)
+        np.testing.assert_array_equal(tile.numpy()[0], want[i])
+        placed = ops.place_tile(any_device, stack, tile, i, grid.count)
+        if i == 0:  # the first launch starts the stack: the other slots are zeros
+            got = placed.numpy()
+            np.testing.assert_array_equal(got[0], want[0])
+            assert not got[1:].any()
+        tile.close()
+        if stack is not None:
+            stack.close()
+        stack = placed
+    assert stack is not None
+    np.testing.assert_array_equal(any_device.get(stack), want)
+
+
 def test_blend_of_identical_tiles_is_exact(any_device: Device, rng) -> None:
     """Tiles cut from one big "upscaled" plane blend back to that plane (no seams)."""
     h, w, s = 50, 64, 3

@@ -168,6 +168,23 @@ def test_corrupt_cached_weights_are_refetched(browser, sites):
     assert browser.run_model(site, "wasm", feeds).load["source"] == "cache"  # a good copy
 
 
+def test_a_plan_without_weights_loads_again_from_the_cache(browser, tmp_path):
+    """An empty weights file comes back from the Cache API with no body at all: the second
+    visit must still load (the depth page's colour stage has no weights)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    export_web(model.SerializeToString(), tmp_path, BACKENDS)
+    feeds = {"x": np.array([[-1, 2, -3], [4, -5, 6]], np.float32)}
+    with serve(tmp_path) as url:
+        for backend in BACKENDS:
+            for source in ("network", "cache"):
+                run = browser.run_model(url, backend, feeds)
+                assert run.load["bytes"] == 0 and run.load["source"] == source
+                np.testing.assert_array_equal(run.outputs["y"], np.maximum(feeds["x"], 0))
+
+
 def test_wasm_threads_only_where_asked_and_possible(browser, sites):
     """``threads: 1`` takes the one-thread module; both give onnxruntime's outputs."""
     _, url = sites

@@ -359,6 +359,13 @@ class Backend(abc.ABC):
         """The buffer's stored bytes, as the device holds them (exporters)."""
         return self._read(buffer.handle, buffer.nbytes).tobytes() if buffer.nbytes else b""
 
+    def write_bytes(self, buffer: Buffer, data: bytes) -> None:
+        """Store raw bytes (as ``read_bytes`` returned them) at the start of ``buffer``."""
+        if len(data) > buffer.nbytes:
+            raise InvalidInputError(f"{len(data)} bytes into a buffer of {buffer.nbytes} bytes")
+        if data:
+            self._write(buffer.handle, np.frombuffer(data, np.uint8))
+
     def download(self, buffer: Buffer, shape: Sequence[int], dt: DType | str) -> np.ndarray:
         """Copy a buffer to a new host array of ``shape`` and logical dtype ``dt``."""
         dt = as_dtype(dt)

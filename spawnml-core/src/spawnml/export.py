@@ -94,6 +94,106 @@ class RecordedModel:
             seen.setdefault(launch.program.key, launch.program)
         return list(seen.values())
 
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Replay the plan on its backend, as a page does: fresh buffers, the weights'
+        bytes, the feeds, every launch in order, then the outputs and the index checks.
+        For tests and for checking a plan before it is written."""
+        backend = self.backend
+        names = sorted(feeds)
+        if names != sorted(t.name for t in self.inputs):
+            raise InvalidInputError(f"feeds: expected {sorted(t.name for t in self.inputs)}, "
+                                    f"got {names}")  # fmt: skip
+        buffers = [backend.alloc(max(b.nbytes, 4)) for b in self.buffers]
+        try:
+            for buffer, plan in zip(buffers, self.buffers, strict=True):
+                if plan.data is not None:
+                    backend.write_bytes(buffer, plan.data)
+                elif plan.kind == "counts":
+                    backend.write_bytes(buffer, bytes(plan.nbytes))
+            for t in self.inputs:
+                value = np.asarray(feeds[t.name])
+                if value.shape != t.shape:
+                    raise InvalidInputError(f"input {t.name!r}: expected shape {t.shape}, "
+                                            f"got {value.shape}")  # fmt: skip
+                backend.upload(value.astype(t.dtype.numpy, copy=False), buffers[t.buffer])
+            for launch in self.launches:
+                backend.launch(launch.program, buffers[launch.out],
+                               [buffers[n] for n in launch.ins])
+            for check in self.checks:
+                total = int(backend.download(buffers[check.buffer], (check.size,), "int32").sum())
+                if total:
+                    raise InvalidInputError(check.message.replace("{count}", str(total)))
+            return {t.name: backend.download(buffers[t.buffer], t.shape, t.dtype)
+                    for t in self.outputs}
+        finally:
+            for buffer in buffers:
+                backend.free(buffer)
+
+    def add_buffer(self, nbytes: int, kind: str = "intermediate", data: bytes | None = None
+                   ) -> int:
+        """A new buffer's number."""
+        self.buffers.append(ExportBuffer(int(nbytes), kind, data))
+        return len(self.buffers) - 1
+
+    def add_input(self, name: str, dtype: DType, shape: tuple[int, ...]) -> ExportTensor:
+        """A new input of the plan in a buffer of its own."""
+        storage = self.backend.storage_dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * storage.itemsize
+        tensor = ExportTensor(name, dtype, storage, tuple(shape), self.add_buffer(nbytes, "input"))
+        self.inputs.append(tensor)
+        return tensor
+
+    def add_output(self, name: str, dtype: DType, shape: tuple[int, ...], buffer: int
+                   ) -> ExportTensor:
+        """Name ``buffer`` (written by a launch of the plan) as an output."""
+        if self.buffers[buffer].kind not in ("intermediate", "output"):
+            raise ExportError(f"output {name!r}: buffer {buffer} is not computed by the plan "
+                              f"(it holds {self.buffers[buffer].kind} data)")
+        self.buffers[buffer].kind = "output"
+        tensor = ExportTensor(name, dtype, self.backend.storage_dtype(dtype), tuple(shape),
+                              buffer)
+        self.outputs.append(tensor)
+        return tensor
+
+    def splice(self, other: RecordedModel, feeds: Mapping[str, int],
+               shared: dict[int, int] | None = None) -> dict[str, int]:
+        """Append ``other``'s launches with its inputs read from this plan's buffers
+        ``feeds`` (by input name); returns the buffer holding each of its outputs (new
+        buffers, so a later splice does not overwrite them). Pass the same ``shared`` dict
+        to splices of one model: its weights and intermediates are then added once."""
+        if other.backend is not self.backend:
+            raise ExportError(f"cannot splice a {other.backend.name} plan into a "
+                              f"{self.backend.name} plan")
+        missing = sorted({t.name for t in other.inputs} - set(feeds))
+        if missing:
+            raise ExportError(f"splice: no buffer given for the inputs {missing}")
+        shared = {} if shared is None else shared
+        local: dict[int, int] = {}
+        for t in other.inputs:
+            given = self.buffers[feeds[t.name]].nbytes
+            if given < t.nbytes:
+                raise ExportError(f"splice: input {t.name!r} needs {t.nbytes} bytes, the "
+                                  f"buffer given holds {given}")
+            local[t.buffer] = feeds[t.name]
+        outputs = {t.name: self.add_buffer(t.nbytes) for t in other.outputs}
+        local.update({t.buffer: outputs[t.name] for t in other.outputs})
+        for n, buffer in enumerate(other.buffers):
+            if n not in local and n not in shared:
+                kind = "intermediate" if buffer.kind in ("input", "output") else buffer.kind
+                shared[n] = self.add_buffer(buffer.nbytes, kind, buffer.data)
+
+        def number(n: int) -> int:
+            return local[n] if n in local else shared[n]
+
+        for launch in other.launches:
+            self.launches.append(ExportLaunch(launch.program, number(launch.out),
+                                              tuple(number(n) for n in launch.ins),
+                                              launch.label))  # fmt: skip
+        for check in other.checks:
+            if all(c.buffer != number(check.buffer) for c in self.checks):
+                self.checks.append(ExportCheck(number(check.buffer), check.size, check.message))
+        return outputs
+
 
 def parse_shapes(specs: list[str] | None) -> dict[str, tuple[int, ...]]:
     """``--shape NAME=D0,D1,...`` arguments as ``{name: dims}``."""

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
+from spawnml.backend import Backend
 from spawnml.errors import InvalidInputError
 from spawnml.hub import ProgressBar
 from spawnml.registry import get_available_backends
@@ -19,16 +20,16 @@ from .device import Device
 from .models import resolve_model
 
 ModelRef = str | os.PathLike | None
-BackendRef = str | Sequence[str] | None
+BackendRef = str | Backend | Sequence[str | Backend] | None
 Floats = str | Sequence[float] | None  # "a,b,c" or a sequence
 
 
-def backend_list(backend: str | Sequence[str] | None) -> list[str]:
+def backend_list(backend: BackendRef) -> list[str | Backend]:
     """The session's backends: the named one(s) then cpu (which runs what a device cannot,
     as the session's placement reports); all available ones when None."""
     if backend is None:
-        return get_available_backends()
-    names = [backend] if isinstance(backend, str) else list(backend)
+        return list(get_available_backends())
+    names = [backend] if isinstance(backend, str | Backend) else list(backend)
     return names if "cpu" in names else [*names, "cpu"]
 
 
@@ -95,8 +96,30 @@ class Pipeline:
     def run_model(self, x: DeviceTensor | np.ndarray, output: str | None = None) -> DeviceTensor:
         """One model run; the result stays on the device."""
         self.model_runs += 1
-        (y,) = self.session.run([output or self.output_name], {self.input_name: x}, device=True)
-        return y
+        return self.device.run_model(self.session, self.input_name, x,
+                                     output or self.output_name)
+
+    def predict_plane(self, img: Any, size: tuple[int, int], mean: Sequence[float],
+                      std: Sequence[float], step: Callable[[int], object] = lambda n: None
+                      ) -> DeviceTensor:
+        """The model's one-plane output (a mask, a depth map) for an HWC image resized to
+        ``size`` and normalised, upscaled bilinearly to the image's own size; on the device.
+        ``step(1)`` is called after the model and after the upscaling."""
+        from . import imageops as ops
+
+        h, w = img.shape[:2]
+        x = ops.to_nchw(self.device, img, size, None, mean, std)
+        try:
+            pred = self.run_model(x)
+        finally:
+            x.close()
+        step(1)
+        try:
+            plane = pred.reshape(pred.shape[-2:]) if pred.ndim > 2 else pred
+            return ops.resize_plane(self.device, plane, (h, w))
+        finally:
+            pred.close()
+            step(1)
 
     def steps(self, n: int) -> ProgressBar:
         """A progress bar over the ``n`` stages of one call (pre, model, post...)."""

@@ -6,6 +6,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,6 +15,10 @@ from spawnml.errors import InvalidInputError
 from . import imageops as ops
 from .base import BackendRef, Floats, ModelRef, Pipeline, floats
 from .image_io import ImageInput, load_image
+from .imageops import Image
+
+if TYPE_CHECKING:
+    from .recording import PlanTensor, RecordingDevice
 
 IMAGENET_MEAN = (123.675, 116.28, 103.53)  # 0.485, 0.456, 0.406 on 0..255 pixels
 IMAGENET_STD = (58.395, 57.12, 57.375)
@@ -70,9 +75,14 @@ class ImageClassificationPipeline(Pipeline):
         else:
             self.labels = None
 
-    def preprocess(self, img: np.ndarray):
+    def preprocess(self, img: Image):
         box = ops.center_crop_box(img.shape[0], img.shape[1], self.size, self.resize_short)
         return ops.to_nchw(self.device, img, self.size, box, self.mean, self.std)
+
+    def record(self, dev: RecordingDevice, img: PlanTensor) -> None:
+        """The page's plan: the logits (the page takes the softmax and the top k)."""
+        dev.output("logits", self.run_model(self.preprocess(img)))
+        dev.page["labels"] = self.labels
 
     def logits(self, image: ImageInput) -> np.ndarray:
         x = self.preprocess(load_image(image))

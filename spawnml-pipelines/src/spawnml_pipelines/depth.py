@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from spawnml.tensor import DeviceTensor
@@ -11,7 +14,12 @@ from .base import BackendRef, Floats, ModelRef, Pipeline, floats
 from .classify import IMAGENET_MEAN, IMAGENET_STD
 from .device import Device
 from .image_io import ImageInput, load_image
+from .imageops import Image
+from .kernels import colormap as cm
 from .kernels.colormap import COLORMAPS
+
+if TYPE_CHECKING:
+    from .recording import PlanTensor, RecordingDevice
 
 
 class DepthResult:
@@ -56,19 +64,28 @@ class DepthEstimationPipeline(Pipeline):
         self.std = floats(std or self.meta("std"), 3, "std") or IMAGENET_STD
 
     def __call__(self, image: ImageInput) -> DepthResult:
-        img = load_image(image)
-        h, w = img.shape[:2]
         with self.steps(2) as bar:
-            x = ops.to_nchw(self.device, img, self.size, None, self.mean, self.std)
-            try:
-                pred = self.run_model(x)
-            finally:
-                x.close()
-            bar.update(1)
-            try:
-                plane = pred.reshape(pred.shape[-2:]) if pred.ndim > 2 else pred
-                depth = ops.resize_plane(self.device, plane, (h, w))
-            finally:
-                pred.close()
-            bar.update(1)
-        return DepthResult(self.device, depth, ops.minmax(self.device, depth))
+            depth, stats = self.predict(load_image(image), bar.update)
+        return DepthResult(self.device, depth, stats)
+
+    def predict(self, img: Image, step: Callable[[int], object] = lambda n: None
+                ) -> tuple[DeviceTensor, DeviceTensor]:
+        """The depth plane at the image's size and its (min, max), on the device."""
+        depth = self.predict_plane(img, self.size, self.mean, self.std, step)
+        return depth, ops.minmax(self.device, depth)
+
+    def record(self, dev: RecordingDevice, img: PlanTensor) -> None:
+        """The page's plan: the depth plane and its (min, max); a second stage colours them
+        with the coefficients of the colour map the page picks (no new inference)."""
+        depth, stats = self.predict(img)
+        dev.output("depth", depth)
+        dev.output("stats", stats)
+        dev.stage("colorize")
+        coefficients = cm.colormap_coefficients(self.colormaps[0])
+        rgb = ops.colorize(dev, dev.input("depth", depth.shape, depth.dtype), self.colormaps[0],
+                           dev.input("stats", stats.shape, stats.dtype),
+                           coefficients=dev.input("coefficients", coefficients.shape,
+                                                  coefficients.dtype))
+        dev.output("rgb", rgb)
+        dev.page["colormaps"] = {name: cm.colormap_coefficients(name).tolist()
+                                 for name in self.colormaps}

@@ -63,6 +63,12 @@ class Device:
             for t in uploaded:
                 t.close()
 
+    def run_model(self, session: Any, input_name: str, x: DeviceTensor | np.ndarray,
+                  output: str) -> DeviceTensor:
+        """One run of ``session`` on ``x``; the output stays on the device."""
+        (y,) = session.run([output], {input_name: x}, device=True)
+        return y
+
     def get(self, tensor: DeviceTensor, close: bool = True) -> np.ndarray:
         """Download a tensor to the host (and free it unless ``close=False``)."""
         try:

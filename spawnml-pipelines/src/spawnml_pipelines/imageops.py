@@ -79,15 +79,18 @@ def minmax(dev: Device, plane: Image) -> DeviceTensor:
         rows.close()
 
 
-def colorize(dev: Device, plane: Image, name: str, stats: DeviceTensor | None = None
-             ) -> DeviceTensor:
-    """A 2-D plane normalised to its min/max and mapped through colour map ``name``."""
+def colorize(dev: Device, plane: Image, name: str, stats: Image | None = None,
+             coefficients: Image | None = None) -> DeviceTensor:
+    """A 2-D plane normalised to its min/max (``stats``, else computed) and mapped through
+    colour map ``name`` (or the given ``coefficients`` of one)."""
     if name not in cm.COLORMAPS:
         raise ValueError(f"unknown colour map {name!r}; choose one of {', '.join(cm.COLORMAPS)}")
     own = stats is None
     stats = minmax(dev, plane) if stats is None else stats
+    if coefficients is None:
+        coefficients = cm.colormap_coefficients(name)
     try:
-        return dev.run(cm.apply_colormap, [plane, stats, cm.colormap_coefficients(name)],
+        return dev.run(cm.apply_colormap, [plane, stats, coefficients],
                        (*_shape(plane), 3), "uint8")
     finally:
         if own:
@@ -127,6 +130,22 @@ def extract_tiles(dev: Device, plane: Image, grid: tiling.TileGrid) -> DeviceTen
     """All tiles of a plane as one (T, 1, th, tw) tensor."""
     return dev.run(tiling.extract_tiles, [plane, grid.oy, grid.ox],
                    (grid.count, 1, grid.tile_h, grid.tile_w), "float32")
+
+
+def extract_tile(dev: Device, plane: Image, grid: tiling.TileGrid, index: int) -> DeviceTensor:
+    """Tile ``index`` (row-major over the grid) of a plane as a (1, 1, th, tw) tensor."""
+    ny, nx = divmod(index, len(grid.ox))
+    return dev.run(tiling.extract_tiles, [plane, grid.oy[ny:ny + 1], grid.ox[nx:nx + 1]],
+                   (1, 1, grid.tile_h, grid.tile_w), "float32")
+
+
+def place_tile(dev: Device, stack: Image | None, tile: Image, index: int, count: int
+               ) -> DeviceTensor:
+    """A (count, ...) stack of tiles with ``tile`` at ``index``: the other slots are
+    ``stack``'s (zeros when ``stack`` is None)."""
+    shape = (count, *_shape(tile)[1:])
+    return dev.run(tiling.place_tile, [tile if stack is None else stack, tile], shape,
+                   "float32", index=index, first=stack is None)
 
 
 def blend_tiles(dev: Device, tiles: Image, grid: tiling.TileGrid, out_size: tuple[int, int],

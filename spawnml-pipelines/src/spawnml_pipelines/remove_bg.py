@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,6 +13,10 @@ from spawnml.tensor import DeviceTensor
 from . import imageops as ops
 from .base import BackendRef, Floats, ModelRef, Pipeline, floats
 from .image_io import ImageInput, load_image
+from .imageops import Image
+
+if TYPE_CHECKING:
+    from .recording import PlanTensor, RecordingDevice
 
 BACKGROUNDS = ("transparent", "color", "blur")
 
@@ -54,18 +59,15 @@ class BackgroundRemovalPipeline(Pipeline):
         self.mean = floats(mean or self.meta("mean"), 3, "mean") or (128.0,) * 3
         self.std = floats(std or self.meta("std"), 3, "std") or (256.0,) * 3
 
-    def mask(self, img: np.ndarray) -> DeviceTensor:
+    def record(self, dev: RecordingDevice, img: PlanTensor) -> None:
+        """The page's plan: the RGBA cut-out (alpha: the mask) and the mask itself."""
+        mask = self.mask(img)
+        dev.output("rgba", self._composite(img, mask, "transparent", (0, 0, 0), None))
+        dev.output("mask", mask)
+
+    def mask(self, img: Image) -> DeviceTensor:
         """The (H, W) mask on the device."""
-        h, w = img.shape[:2]
-        x = ops.to_nchw(self.device, img, self.size, None, self.mean, self.std)
-        try:
-            pred = self.run_model(x)
-        finally:
-            x.close()
-        try:
-            return ops.resize_plane(self.device, pred.reshape(pred.shape[-2:]), (h, w))
-        finally:
-            pred.close()
+        return self.predict_plane(img, self.size, self.mean, self.std)
 
     def __call__(self, image: ImageInput, background: str = "transparent",
                  color: str | tuple[int, int, int] = (255, 255, 255),
@@ -83,7 +85,7 @@ class BackgroundRemovalPipeline(Pipeline):
                 bar.update(1)
                 mask.close()
 
-    def _composite(self, img: np.ndarray, mask: DeviceTensor, background: str,
+    def _composite(self, img: Image, mask: DeviceTensor, background: str,
                    color: str | tuple[int, int, int], blur_sigma: float | None
                    ) -> DeviceTensor:
         dev = self.device

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+from spawnml.tensor import DeviceTensor
 
 from . import imageops as ops
 from .base import BackendRef, ModelRef, Pipeline
 from .image_io import ImageInput, load_image
+from .imageops import Image
+
+if TYPE_CHECKING:
+    from .recording import PlanTensor, RecordingDevice
 
 
 class StyleTransferPipeline(Pipeline):
@@ -30,22 +39,29 @@ class StyleTransferPipeline(Pipeline):
         return max(1, round(h * scale)), max(1, round(w * scale))
 
     def __call__(self, image: ImageInput) -> np.ndarray:
-        img = load_image(image)
-        h, w = img.shape[:2]
-        size = self.model_size(h, w)
         with self.steps(2) as bar:
-            x = ops.to_nchw(self.device, img, size)  # 0..255, no normalisation
-            try:
-                y = self.run_model(x)
-            finally:
-                x.close()
-            bar.update(1)
-            try:
-                if tuple(y.shape[-2:]) != (h, w):
-                    resized = ops.resize_plane(self.device, y, (h, w))
-                    y.close()
-                    y = resized
-                return self.device.get(ops.chw_to_image(self.device, y))
-            finally:
+            return self.device.get(self.stylize(load_image(image), bar.update))
+
+    def stylize(self, img: Image, step: Callable[[int], object] = lambda n: None
+                ) -> DeviceTensor:
+        """The styled HWC uint8 image at the image's size, on the device."""
+        h, w = img.shape[:2]
+        x = ops.to_nchw(self.device, img, self.model_size(h, w))  # 0..255, no normalisation
+        try:
+            y = self.run_model(x)
+        finally:
+            x.close()
+        step(1)
+        try:
+            if tuple(y.shape[-2:]) != (h, w):
+                resized = ops.resize_plane(self.device, y, (h, w))
                 y.close()
-                bar.update(1)
+                y = resized
+            return ops.chw_to_image(self.device, y)
+        finally:
+            y.close()
+            step(1)
+
+    def record(self, dev: RecordingDevice, img: PlanTensor) -> None:
+        """The page's plan: the styled RGB image."""
+        dev.output("rgb", self.stylize(img))

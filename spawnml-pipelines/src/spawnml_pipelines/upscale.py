@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from spawnml.errors import InvalidInputError
@@ -10,7 +12,13 @@ from spawnml.hub import ProgressBar
 from . import imageops as ops
 from .base import BackendRef, ModelRef, Pipeline
 from .image_io import ImageInput, load_image
-from .kernels.tiling import tile_grid
+from .imageops import Image
+from .kernels.tiling import TileGrid, tile_grid
+
+if TYPE_CHECKING:
+    from spawnml.tensor import DeviceTensor
+
+    from .recording import PlanTensor, RecordingDevice
 
 
 class SuperResolutionPipeline(Pipeline):
@@ -38,31 +46,50 @@ class SuperResolutionPipeline(Pipeline):
                 f"need 0 <= 2*margin ({self.margin}) < overlap ({overlap}) < tile {self.tile}")
         self.scale: int | None = None
 
-    def _upscale_tiles(self, tiles: np.ndarray) -> np.ndarray:
-        outs = []
-        with ProgressBar(len(tiles), "upscale", unit="tile", enabled=self.progress) as bar:
-            for i in range(len(tiles)):
-                outs.append(self.device.get(self.run_model(tiles[i : i + 1])))
-                bar.update(1)
-        return np.concatenate(outs)
-
-    def upscale_luma(self, img: np.ndarray):
-        """The blended full-resolution luma plane (0..1) of an RGB image, on the device."""
+    def upscale_luma(self, img: Image) -> DeviceTensor:
+        """The blended full-resolution luma plane (0..1) of an RGB image, on the device: each
+        tile is cut out, upscaled and placed in a stack there, then the stack is blended."""
         h, w = img.shape[:2]
         dev = self.device
         grid = tile_grid(h, w, *self.tile, self.overlap)
         luma = ops.luma(dev, img)
+        stack = None
         try:
-            tiles = dev.get(ops.extract_tiles(dev, luma, grid))
+            with ProgressBar(grid.count, "upscale", unit="tile", enabled=self.progress) as bar:
+                for i in range(grid.count):
+                    stack = self._upscale_tile(luma, grid, i, stack)
+                    bar.update(1)
         finally:
             luma.close()
-        up = self._upscale_tiles(tiles)
-        scale = up.shape[2] // self.tile[0]
-        if scale < 1 or up.shape[2:] != (scale * self.tile[0], scale * self.tile[1]):
-            raise InvalidInputError(f"model output {up.shape[1:]} is not an integer upscaling "
-                                    f"of {self.tile} tiles")
-        self.scale = scale
-        return ops.blend_tiles(dev, up, grid, (h * scale, w * scale), scale, self.margin * scale)
+        assert stack is not None and self.scale is not None
+        scale = self.scale
+        try:
+            return ops.blend_tiles(dev, stack, grid, (h * scale, w * scale), scale,
+                                   self.margin * scale)
+        finally:
+            stack.close()
+
+    def _upscale_tile(self, luma: Image, grid: TileGrid, i: int, stack: Image | None) -> Image:
+        """``stack`` with tile ``i`` of ``luma`` upscaled into its slot."""
+        x = ops.extract_tile(self.device, luma, grid, i)
+        try:
+            y = self.run_model(x)
+        finally:
+            x.close()
+        try:
+            scale = y.shape[2] // self.tile[0]
+            if scale < 1 or tuple(y.shape[1:]) != (1, scale * self.tile[0], scale * self.tile[1]):
+                if stack is not None:
+                    stack.close()
+                raise InvalidInputError(f"model output {tuple(y.shape[1:])} is not an integer "
+                                        f"upscaling of {self.tile} tiles")
+            self.scale = scale
+            placed = ops.place_tile(self.device, stack, y, i, grid.count)
+        finally:
+            y.close()
+        if stack is not None:
+            stack.close()
+        return placed
 
     def __call__(self, image: ImageInput) -> np.ndarray:
         img = load_image(image)
@@ -71,3 +98,9 @@ class SuperResolutionPipeline(Pipeline):
             return self.device.get(ops.merge_luma_chroma(self.device, hr, img))
         finally:
             hr.close()
+
+    def record(self, dev: RecordingDevice, img: PlanTensor) -> None:
+        """The page's plan: the upscaled RGB image (every tile's model run is spliced in)."""
+        hr = self.upscale_luma(img)
+        dev.output("rgb", ops.merge_luma_chroma(dev, hr, img))
+        hr.close()

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import numpy as np
 
@@ -249,6 +250,43 @@ class Browser:
             for name, o in result["outputs"].items()
         }
         return ModelRun(outputs, result["backend"], result["load"], result["times"])
+
+    def open_pipeline(self, site_url: str, backend: str, image: str,
+                      colormap: str | None = None, fallback: str | None = None,
+                      timeout_s: float = 600) -> dict[str, Any]:
+        """Open a pipeline page (``export-web --pipeline``) on ``backend`` with ``image`` (a
+        URL, relative to the site) and wait until it has drawn its result; the page's
+        report (backend, runMs, modelRuns, colorizeRuns, top); BrowserError with the
+        page's message when it fails."""
+        query = {"backend": backend, "image": image, "colormap": colormap, "fallback": fallback}
+        self.page.goto(f"{site_url}?{urlencode({k: v for k, v in query.items() if v})}")
+        self.page.wait_for_function(
+            "() => globalThis.spawnmlPage?.done || globalThis.spawnmlPage?.error",
+            timeout=timeout_s * 1000)
+        return self._page_report()
+
+    def _page_report(self) -> dict[str, Any]:
+        report = self.page.evaluate(
+            "() => { const p = globalThis.spawnmlPage; return { done: p.done,"
+            " error: p.error ?? null, backend: p.backend, runMs: p.runMs,"
+            " modelRuns: p.modelRuns, colorizeRuns: p.colorizeRuns,"
+            " colormap: p.colormap ?? null, top: p.top ?? null, load: p.load }; }")
+        if report["error"]:
+            raise BrowserError(report["error"])
+        return report
+
+    def pick_colormap(self, name: str, timeout_s: float = 120) -> dict[str, Any]:
+        """On a depth page: choose colour map ``name`` and wait until it is drawn."""
+        self.page.select_option("#colormap", name)
+        self.page.wait_for_function(
+            "(name) => globalThis.spawnmlPage.colormap === name || globalThis.spawnmlPage.error",
+            arg=name, timeout=timeout_s * 1000)
+        return self._page_report()
+
+    def page_output(self, name: str) -> np.ndarray:
+        """Output ``name`` of the pipeline page's last run, read back from its device."""
+        o = self.page.evaluate("(name) => globalThis.spawnmlPage.read(name)", name)
+        return np.frombuffer(base64.b64decode(o["data"]), _NUMPY[o["dtype"]]).reshape(o["shape"])
 
     def compile_wgsl(self, site_url: str, sources: Mapping[str, str]) -> dict[str, list[str]]:
         """Compile each WGSL compute shader (entry point ``main``) with the browser's own

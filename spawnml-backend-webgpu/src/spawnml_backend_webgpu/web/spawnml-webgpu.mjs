@@ -143,13 +143,24 @@ class WebGPUSession {
   get inputNames() { return this.manifest.inputs.map((t) => t.name); }
   get outputNames() { return this.manifest.outputs.map((t) => t.name); }
 
+  // A tensor another session left on this device: fed by a copy, never read back.
+  takesDevice(tensor) { return tensor.gpuBuffer != null && tensor.device === this.device; }
+
   async run(feeds) {
     const device = this.device;
+    const encoder = device.createCommandEncoder();
     for (const t of this.manifest.inputs) {
-      const data = toStorage(feeds[t.name], t);
+      const feed = feeds[t.name];
+      if (feed?.location === "gpu-buffer" && this.takesDevice(feed)) {
+        if (feed.type !== t.dtype || JSON.stringify(feed.dims) !== JSON.stringify(t.shape)) {
+          throw new SpawnmlError(`input ${t.name}: expected ${t.dtype} ${JSON.stringify(t.shape)}, got ${feed.type} ${JSON.stringify(feed.dims)}`);
+        }
+        encoder.copyBufferToBuffer(feed.gpuBuffer, 0, this.buffers[t.buffer], 0, align4(t.bytes));
+        continue;
+      }
+      const data = toStorage(feed, t);
       device.queue.writeBuffer(this.buffers[t.buffer], 0, data.buffer, data.byteOffset, data.byteLength);
     }
-    const encoder = device.createCommandEncoder();
     let pass = null;
     for (const step of this.steps) {
       if (step.copies.length) {
@@ -169,7 +180,7 @@ class WebGPUSession {
       const size = align4(t.bytes);
       const copy = device.createBuffer({ size, usage: STORAGE | COPY_SRC | COPY_DST });
       encoder.copyBufferToBuffer(this.buffers[t.buffer], 0, copy, 0, size);
-      outputs[t.name] = Tensor.onDevice(t, copy, (buffer) => readBuffer(device, buffer, size));
+      outputs[t.name] = Object.assign(Tensor.onDevice(t, copy, (buffer) => readBuffer(device, buffer, size)), { device });
     }
     device.queue.submit([encoder.finish()]);
     for (const c of this.manifest.checks) {

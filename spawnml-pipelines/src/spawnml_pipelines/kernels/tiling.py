@@ -78,6 +78,18 @@ def extract_tiles(y: Tensor, oy: Tensor, ox: Tensor, out: Output):
     return y[yy, xx]
 
 
+@kernel
+def place_tile(stack: Tensor, tile: Tensor, out: Output, index: int, first: bool):
+    """A (T, C, H, W) stack whose slot ``index`` is ``tile`` (1, C, H, W) and whose other
+    slots are ``stack``'s; ``first``: they are zeros and ``stack`` is not read."""
+    per = out.shape[1] * out.shape[2] * out.shape[3]
+    if out.flat // per == index:
+        return tile.flat[out.flat % per]
+    if first:
+        return 0.0
+    return stack.flat[out.flat]
+
+
 @helper
 def edge_weight(u, size, margin, ramp, first, last):
     """Blend weight at position ``u`` of a tile of ``size`` output pixels."""

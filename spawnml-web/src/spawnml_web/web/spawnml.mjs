@@ -159,8 +159,12 @@ export async function* weightParts(url, weights, options = {}, report = {}) {
 }
 
 async function* readParts(response, weights, skip, options) {
-  const reader = response.body.getReader();
   const parts = weights.parts;
+  if (!response.body) {  // an empty file kept by the Cache API has no body at all
+    if (parts.length) throw new PartMismatch(`the response has no body, expected ${weights.bytes} bytes`);
+    return;
+  }
+  const reader = response.body.getReader();
   let index = 0, fill = 0, seen = 0;
   let buffer = parts.length ? new Uint8Array(parts[0].bytes) : null;
   const finish = async () => {
@@ -256,8 +260,18 @@ export class InferenceSession {
       throw new SpawnmlError(`feeds: expected ${JSON.stringify(this.inputNames)}, got ${JSON.stringify(names)}`);
     }
     if (!this.impl) throw new SpawnmlError("this session was released");
-    return this.impl.run(feeds);
+    // Another session's output stays on the device when this backend can read it there
+    // (WebGPU, one device); otherwise it is read back once and fed from the CPU.
+    const ready = {};
+    for (const [name, value] of Object.entries(feeds)) {
+      const elsewhere = value instanceof Tensor && value.location !== "cpu" && !this.impl.takesDevice?.(value);
+      ready[name] = elsewhere ? new Tensor(value.type, await value.getData(), value.dims) : value;
+    }
+    return this.impl.run(ready);
   }
+
+  // The GPUDevice a WebGPU session runs on (pass it as `device` to share it), else null.
+  get device() { return this.impl?.device ?? null; }
 
   release() {
     this.impl?.release();
