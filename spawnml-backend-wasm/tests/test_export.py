@@ -3,6 +3,7 @@ wasmtime with no spawnml in the loop, and its ABI's answers to bad use."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -434,3 +435,31 @@ def test_parse_round_trips_printed_modules() -> None:
     assert WatKernel.parse(kernel.module()) == kernel
     with pytest.raises(ValueError):
         WatKernel.parse("(module)")
+
+
+def test_run_calls_a_big_launch_as_consecutive_ranges() -> None:
+    """A browser optimises a Wasm function only for its later calls, so ``run`` calls a
+    launch with enough work as up to RUN_CHUNKS ranges that cover it exactly once; a small
+    launch stays one call."""
+    import re
+
+    from spawnml_backend_wasm.export import RUN_CHUNKS, module_text, record
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 128, 128])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 128, 128])
+    small = helper.make_tensor_value_info("s", TensorProto.FLOAT, [4])
+    t = helper.make_tensor_value_info("t", TensorProto.FLOAT, [4])
+    graph = helper.make_graph([helper.make_node("Sigmoid", ["x"], ["y"]),
+                               helper.make_node("Relu", ["s"], ["t"])],
+                              "g", [x, small], [y, t])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    plan = record(model.SerializeToString())
+    run = module_text(plan).split('(func (export "run")')[1].split("(func")[0]
+    ranges: dict[str, list[tuple[int, int]]] = {}
+    for k, lo, hi in re.findall(r"\(call \$k(\d+) \(i32.const (\d+)\) \(i32.const (\d+)\)", run):
+        ranges.setdefault(k, []).append((int(lo), int(hi)))
+    sizes = sorted(len(r) for r in ranges.values())
+    assert sizes == [1, RUN_CHUNKS], ranges
+    for r in ranges.values():  # consecutive, from 0 to the launch's size
+        assert r[0][0] == 0 and all(a[1] == b[0] for a, b in itertools.pairwise(r))
+    assert max(r[-1][1] for r in ranges.values()) == 64 * 128 * 128

@@ -41,7 +41,7 @@ from spawnml.export import RecordedModel, record_model, weights_manifest
 
 from .link import link
 from .memory import SLACK
-from .plan import BARRIER, sequence_body
+from .plan import BARRIER, sequence_body, split_step
 from .wat import WatKernel
 
 ABI_VERSION = 1
@@ -215,6 +215,19 @@ def _thread_functions(plan: ExportedPlan, checks: list[str]) -> list[str]:
     ]
 
 
+RUN_CHUNKS = 8
+"""``run`` calls a launch with enough work as up to this many consecutive ranges. A browser
+compiles a module with a baseline compiler first and optimises a function only for its
+later calls (V8 has no on-stack replacement for Wasm): a launch made of one call would run
+unoptimised on the first run, and a page often runs once."""
+
+
+def _chunks(size: int, parts: int) -> list[tuple[int, int]]:
+    """[lo, hi) ranges covering ``size`` invocations in ``parts`` (the threads' split)."""
+    step = split_step(size, parts) if parts > 1 else size
+    return [(lo, min(lo + step, size)) for lo in range(0, size, max(step, 1))] or [(0, 0)]
+
+
 def module_text(plan: ExportedPlan) -> str:
     """The WAT of the whole-model module (with ``run_thread`` and an imported shared memory
     when ``plan.threads > 1``)."""
@@ -225,9 +238,10 @@ def module_text(plan: ExportedPlan) -> str:
         at += len(text.encode()) + 1
     assert at <= _BASE, "error messages overflow their region"
     calls = [
-        f"    (call $k{k} (i32.const 0) (i32.const {n}) (i32.const {out}) "
+        f"    (call $k{k} (i32.const {lo}) (i32.const {hi}) (i32.const {out}) "
         + " ".join(f"(i32.const {a})" for a in ins) + ")"
-        for k, n, out, ins in plan.calls
+        for (k, n, out, ins), program in zip(plan.calls, plan.programs, strict=True)
+        for lo, hi in _chunks(n, program.parts(RUN_CHUNKS))
     ]
     checks = [  # an index check's counts are per block of indices: any nonzero
         f"    (if (call $any_nonzero (i32.const {at}) (i32.const {n})) "
