@@ -190,3 +190,17 @@ def test_memory_keeps_slack_after_the_last_block() -> None:
             assert memory.size >= memory.top + SLACK
     finally:
         backend.close()
+
+
+def test_a_thread_calls_its_part_in_chunks() -> None:
+    """A browser optimises a Wasm function only for its later calls: a thread's part of a
+    split launch is called as CHUNKS_PER_PART ranges in a loop (the outputs are checked
+    against onnxruntime at 2 and 3 threads above); a launch on thread 0 alone is one call."""
+    from spawnml_backend_wasm.plan import CHUNKS_PER_PART, sequence_body, split_step
+
+    split = "\n".join(sequence_body([(0, 100_000, 2, ["(i32.const 64)"])], "(i32.const 0)"))
+    step = split_step(100_000, 2)
+    assert "(loop $chunk" in split and split.count("(call $k0 ") == 1
+    assert f"(i32.const {split_step(step, CHUNKS_PER_PART)})" in split
+    alone = "\n".join(sequence_body([(0, 10, 1, ["(i32.const 64)"])], "(i32.const 0)"))
+    assert "loop" not in alone and "(i32.const 0) (i32.const 10)" in alone

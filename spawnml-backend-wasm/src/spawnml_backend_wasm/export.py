@@ -202,7 +202,7 @@ def _thread_functions(plan: ExportedPlan, checks: list[str]) -> list[str]:
         f"    (i32.store (i32.const {_BARRIER_AT + 8}) (i32.const 0)))",
         f'  (func (export "abort_threads") (call $abort (i32.const {_BARRIER_AT})))',
         '  (func (export "run_thread") (param $tid i32) (result i32)',
-        "    (local $nthreads i32) (local $lo i32)",
+        "    (local $nthreads i32) (local $lo i32) (local $hi i32)",
         f"    (local.set $nthreads (i32.const {n}))",
         f"    (if (i32.ge_u (local.get $tid) (i32.const {n})) "
         f"(then (return (i32.const {BAD_INDEX}))))",

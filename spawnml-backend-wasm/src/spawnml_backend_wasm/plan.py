@@ -55,13 +55,25 @@ def split_step(size: int, parts: int) -> int:
     return (-(-size // parts) + 3) // 4 * 4
 
 
+CHUNKS_PER_PART = 4
+"""A thread calls its part of a split launch as this many consecutive ranges: a browser
+optimises a Wasm function only for its later calls (no on-stack replacement), so one call
+would run the first inference on baseline code."""
+
+
+def _min(a: str, b: str) -> str:
+    """The WAT of the smaller of two i32 expressions (the second one a constant or local)."""
+    return f"(select {b} {a} (i32.gt_s {a} {b}))"
+
+
 def sequence_body(
     launches: Sequence[tuple[int, int, int, Sequence[str]]], barrier_at: str, aborted: int = 1
 ) -> list[str]:
     """The body lines that run ``launches`` in order in a function with locals ``$tid``,
-    ``$nthreads`` and ``$lo``: each launch is (kernel index, invocations, parts, argument
-    expressions); a barrier at address ``barrier_at`` separates two launches unless both run
-    on thread 0 alone, and a barrier that reports an abort returns ``aborted``."""
+    ``$nthreads``, ``$lo`` and ``$hi``: each launch is (kernel index, invocations, parts,
+    argument expressions; a thread calls its part in ``CHUNKS_PER_PART`` ranges); a
+    barrier at address ``barrier_at`` separates two launches unless both run on thread 0
+    alone, and a barrier that reports an abort returns ``aborted``."""
     body: list[str] = []
     previous = None
     for k, size, parts, args in launches:
@@ -74,13 +86,18 @@ def sequence_body(
                         f"(i32.const {size}) {operands})))")  # fmt: skip
         else:
             step = split_step(size, parts)
-            body.append(
-                f"    (if (i32.lt_u (local.get $tid) (i32.const {parts})) (then\n"
-                f"      (local.set $lo (i32.mul (local.get $tid) (i32.const {step})))\n"
-                f"      (call $k{k} (local.get $lo) (select (i32.const {size}) "
-                f"(i32.add (local.get $lo) (i32.const {step})) (i32.gt_s (i32.add "
-                f"(local.get $lo) (i32.const {step})) (i32.const {size}))) {operands})))"
-            )
+            sub = split_step(step, CHUNKS_PER_PART)
+            hi = _min(f"(i32.add (local.get $lo) (i32.const {step}))", f"(i32.const {size})")
+            end = _min(f"(i32.add (local.get $lo) (i32.const {sub}))", "(local.get $hi)")
+            body += [
+                f"    (if (i32.lt_u (local.get $tid) (i32.const {parts})) (then",
+                f"      (local.set $lo (i32.mul (local.get $tid) (i32.const {step})))",
+                f"      (local.set $hi {hi})",
+                "      (loop $chunk",
+                f"        (call $k{k} (local.get $lo) {end} {operands})",
+                f"        (local.set $lo (i32.add (local.get $lo) (i32.const {sub})))",
+                "        (br_if $chunk (i32.lt_s (local.get $lo) (local.get $hi))))))",
+            ]
         previous = parts
     return body
 
@@ -105,7 +122,7 @@ def plan_module(
         BARRIER,
         '  (func (export "run") (param $tid i32) (param $nthreads i32) (param $block i32) '
         "(result i32)",
-        "    (local $lo i32)",
+        "    (local $lo i32) (local $hi i32)",
         *sequence_body(spec, "(local.get $block)"),
         "    (i32.const 0))",
         ")",
