@@ -32,7 +32,7 @@ def export_web(model: Any, directory: str | Path, backends: Sequence[str] = DEFA
     """Write the site for ``model`` (a path, bytes or ModelProto) into ``directory`` for each
     of ``backends`` (registered web targets); returns ``export.json``'s content.
     ``threads > 1``: the wasm target also writes a module for that many threads (used by
-    cross-origin isolated pages). ``pipeline`` (a task: classify, depth, style, remove-bg):
+    cross-origin isolated pages). ``pipeline`` (a task of ``PAGE_TASKS``):
     the site is that pipeline's page for RGB images of ``image_size`` (height, width),
     whose pre- and post-processing kernels run around the model (``model`` may be None:
     the task's default)."""
@@ -88,9 +88,8 @@ def export_web(model: Any, directory: str | Path, backends: Sequence[str] = DEFA
             shutil.rmtree(directory)
         raise
     finally:
-        for recording in recordings.values():
-            for plan in recording.stages.values():
-                plan.backend.close()
+        for recording in recordings.values():  # its stages share one backend
+            next(iter(recording.stages.values())).backend.close()
     page = "pipeline.html" if pipeline else "index.html"
     shutil.copyfile(WEB / page, directory / "index.html")
     shutil.copyfile(WEB / "spawnml.css", directory / "spawnml.css")
