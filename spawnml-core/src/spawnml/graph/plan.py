@@ -27,6 +27,7 @@ from ..op import HostOnly, In, Node, OpDef, TensorInfo
 from ..registry import backend_kernels, find_op
 from .fusion import FUSED_ATTR, apply_fused_activation
 from .ir import Graph, node_reads
+from .subgraph_types import control_outputs
 
 HOST = "host"
 CONTROL_FLOW = {"If", "Loop", "Scan"}
@@ -220,10 +221,20 @@ def specialise(
     backends: Sequence[Backend],
     outer_consts: dict[str, np.ndarray] | None = None,
     max_tensor_bytes: int | None = None,
+    *,
+    place: bool = True,
+    unknown: set[str] | None = None,
 ) -> Specialised:
     """Infer, fold and place every node of ``graph`` for concrete feed infos; a tensor
-    over ``max_tensor_bytes`` (None: no limit) raises OutOfMemoryError."""
+    over ``max_tensor_bytes`` (None: no limit) raises OutOfMemoryError.
+
+    A value whose type is not known before the run (named in ``unknown``, an output of
+    an If whose branches disagree, a node whose inference needs the shapes its
+    inputs have only at run time) makes the nodes that read it "dynamic": they are
+    specialised when they run. ``place=False`` infers and folds only (no kernels are
+    prepared), as control-flow bodies are when the enclosing plan is made."""
     infos: dict[str, TensorInfo | None] = dict(feeds)
+    infos.update(dict.fromkeys(unknown or (), None))
     consts: dict[str, np.ndarray] = dict(outer_consts or {})
     for name, array in graph.initializers.items():
         consts[name] = array
@@ -235,6 +246,16 @@ def specialise(
         op = lookup_op(node)
         ins = [infos.get(n) if n else None for n in node.inputs]
         vals = [consts.get(n) if n else None for n in node.inputs]
+        if node.subgraphs and node.op_type in CONTROL_FLOW and node.domain == "":
+            outs = control_outputs(node, ins, vals, infos, consts)
+            _record(infos, node, outs)
+            steps.append(NodePlan(node, op, ins, outs, vals, HOST, "control"))  # type: ignore[arg-type]
+            continue
+        if any(n and n in infos and infos[n] is None for n in node.inputs):
+            _record(infos, node, [None] * len(node.outputs))  # known when it runs
+            steps.append(NodePlan(node, op, ins, [None] * len(node.outputs), vals, HOST,  # type: ignore[list-item]
+                                  "dynamic"))  # fmt: skip
+            continue
         inferred = _infer_first(op, node, ins, vals, max_tensor_bytes)
         refused = inferred if isinstance(inferred, SpawnMLError) else None
         inferred = None if refused is not None else inferred
@@ -257,14 +278,15 @@ def specialise(
                 outs.append(infos.get(name))
             steps.append(NodePlan(node, op, ins, outs, vals, "folded", "folded"))
             continue
-        out_infos = inferred if inferred is not None else infer_node(op, node, ins, vals)
-        for name, info in zip(node.outputs, out_infos):
-            if name:
-                infos[name] = info
+        if refused is not None and all(_known(i) for i, n in zip(ins, node.inputs) if n):
+            raise refused
+        # Inference that needs the run-time shapes of its inputs waits for them.
+        out_infos = inferred if inferred is not None else [None] * len(node.outputs)
+        _record(infos, node, out_infos)
         step = NodePlan(node, op, ins, list(out_infos), vals, HOST, "dynamic")
         if node.subgraphs:
             step.kind = "control"  # bodies are specialised when they run
-        elif all(_known(i) for i, n in zip(ins, node.inputs) if n) and all(
+        elif place and all(_known(i) for i, n in zip(ins, node.inputs) if n) and all(
             _known(o) for o in out_infos
         ):
             place_node(step, backends)
@@ -272,6 +294,13 @@ def specialise(
     _check_declared_outputs(graph, infos)
     _drop_unused(graph, steps)
     return Specialised(infos, consts, steps)
+
+
+def _record(infos: dict[str, TensorInfo | None], node: Node,
+            outs: Sequence[TensorInfo | None]) -> None:
+    for name, info in zip(node.outputs, outs):
+        if name:
+            infos[name] = info
 
 
 def _check_declared_outputs(graph: Graph, infos: dict[str, TensorInfo | None]) -> None:

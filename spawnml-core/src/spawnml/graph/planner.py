@@ -47,6 +47,7 @@ def plan_memory(
                 mp.last_use[name] = i
     for name in outputs:
         mp.last_use[name] = len(spec.steps)
+    _extend_for_runtime_views(spec, extra_reads, mp.last_use)
     root: dict[str, str] = {}  # alias -> the value owning the buffer
     size: dict[str, tuple[str, int]] = {}  # owning value -> (backend, bytes)
     for step in spec.steps:
@@ -106,3 +107,21 @@ def plan_memory(
             backend, slot = mp.assignment[name]
             free[backend].append(slot)
     return mp
+
+
+def _extend_for_runtime_views(spec: Specialised, extra_reads: dict[int, list[str]],
+                              last_use: dict[str, int]) -> None:
+    """A step specialised only when it runs ("dynamic") may turn out to be a view of an
+    input (Reshape, Unsqueeze, a same-type Cast), and a control-flow body may return an
+    outer value it read as a new handle on that buffer: either way the input's buffer
+    must live as long as the step's outputs. Later steps first, so chains of such views
+    extend all the way back."""
+    for i in range(len(spec.steps) - 1, -1, -1):
+        step = spec.steps[i]
+        if step.kind not in ("dynamic", "control"):
+            continue
+        end = max((last_use.get(o, -1) for o in step.node.outputs if o), default=-1)
+        for name in [*step.node.inputs, *extra_reads.get(i, [])]:
+            if name and last_use.get(name, -1) < end:
+                last_use[name] = end
+

@@ -140,9 +140,12 @@ class Runner:
 
     # -- planning ------------------------------------------------------------------------
     def plan(self, feeds: dict[str, TensorInfo], outer_consts: dict | None = None) -> Plan:
-        """The cached plan for these feed infos (built and weights uploaded on first use;
-        the least recently used plan is closed beyond ``max_plans``)."""
+        """The cached plan for these feed infos and outer-scope constants (built and
+        weights uploaded on first use; the least recently used plan is closed beyond
+        ``max_plans``)."""
         key = tuple(sorted((n, i.dtype.value, i.shape) for n, i in feeds.items()))
+        if outer_consts:
+            key += tuple(sorted((n, _const_key(a)) for n, a in outer_consts.items()))
         with self._lock:
             plan = self.plans.get(key)
             if plan is None:
@@ -208,15 +211,18 @@ class Runner:
         *,
         keep: bool = False,
         profile: Profile | None = None,
+        consts: dict[str, np.ndarray] | None = None,
     ) -> dict[str, Tensor]:
         """Run with validated feeds (arrays or DeviceTensors); returns each wanted name once.
         ``keep``: device values come back as owning DeviceTensors the caller closes (each
         valid on its own: closing a feed or another result never closes it); otherwise as
-        host arrays (downloaded once per name). ``profile`` collects per-kernel timings."""
+        host arrays (downloaded once per name). ``profile`` collects per-kernel timings.
+        ``consts``: values a body reads from the enclosing plan's constants (folded and
+        planned with, like initializers)."""
         names = list(dict.fromkeys(want))
         infos = {n: TensorInfo(_dtype(t), _shape(t)) for n, t in feeds.items()}
         with self._lock:  # taken and marked in use at once: never closed under this run
-            plan = self.plan(infos)
+            plan = self.plan(infos, consts)
             plan.users += 1
         try:
             rec = self.recording(plan, feeds)
@@ -281,6 +287,15 @@ class Runner:
         self.weights.clear()
 
 
+def _const_key(array: np.ndarray) -> tuple:
+    """How a plan's cache key names an outer constant: small ones by value; large ones by
+    identity (the plan built with it holds it in its constants, so while the plan is
+    cached no other array can take its id)."""
+    if array.nbytes <= 4096:
+        return (array.dtype.str, array.shape, array.tobytes())
+    return (array.dtype.str, array.shape, id(array))
+
+
 def _to_host(results: dict[str, Tensor]) -> dict[str, Any]:
     """Download each DeviceTensor result once and close its handle (all are closed, even
     when a download fails)."""
@@ -335,6 +350,10 @@ class _Execution:
             )
         return self.copies[key]
 
+    def _as_is(self, name: str) -> Tensor:
+        """Value ``name`` wherever it is (a constant on the host)."""
+        return self.values[name] if name in self.values else self.plan.spec.consts[name]
+
     def _output_tensor(self, step: NodePlan, j: int, name: str, planned: bool) -> DeviceTensor:
         backend = self.runner.by_name[step.location]
         info = step.outputs[j]
@@ -385,7 +404,9 @@ class _Execution:
             for index, step in enumerate(steps):
                 if step.kind in ("folded", "unused", "fused"):
                     continue
-                if step.kind == "dynamic" or not self._matches(step):
+                if step.kind == "control":  # bodies are specialised when they run
+                    planned = True
+                elif step.kind == "dynamic" or not self._matches(step):
                     step = self._dynamic(step, self._probe(step))
                     planned = False
                 else:
@@ -432,11 +453,13 @@ class _Execution:
     def _run_step(self, step: NodePlan, planned: bool, index: int, run_control: Any) -> None:
         node = step.node
         where = step.location
-        if step.kind == "control":
-            arrays = [self.tensor(n, HOST) if n else None for n in node.inputs]
-            outer = {n: self.tensor(n, HOST) for n in self.plan.extra_reads.get(index, [])
-                     if n in self.values or n in self.plan.spec.consts}  # fmt: skip
-            results = run_control(self.runner, node, arrays, outer)
+        if step.kind == "control":  # values reach the bodies where they live
+            values = [self._as_is(n) if n else None for n in node.inputs]
+            reads = self.plan.extra_reads.get(index, [])
+            outer = {n: self.values[n] for n in reads if n in self.values}
+            consts = {n: self.plan.spec.consts[n] for n in reads
+                      if n not in self.values and n in self.plan.spec.consts}  # fmt: skip
+            results = run_control(self.runner, node, values, outer, consts)
             self._store(node.outputs, results)
             return
         if where == HOST:
