@@ -17,7 +17,7 @@ ONNX_NAME = {
     DType.float8_e4m3fnuz: "FLOAT8E4M3FNUZ", DType.float8_e5m2: "FLOAT8E5M2",
     DType.float8_e5m2fnuz: "FLOAT8E5M2FNUZ", DType.float8_e8m0fnu: "FLOAT8E8M0",
     DType.float4_e2m1fn: "FLOAT4E2M1", DType.int4: "INT4", DType.uint4: "UINT4",
-    DType.int2: "INT2", DType.uint2: "UINT2",
+    DType.int2: "INT2", DType.uint2: "UINT2", DType.string: "STRING",
 }  # fmt: skip
 NARROW = [DType.float8_e4m3fn, DType.float8_e4m3fnuz, DType.float8_e5m2, DType.float8_e5m2fnuz,
           DType.float8_e8m0fnu, DType.float4_e2m1fn, DType.int4, DType.uint4, DType.int2,
@@ -78,13 +78,14 @@ def test_onnx_type_names_follow_onnxruntime() -> None:
 
 def test_kind_predicates_partition_the_types() -> None:
     for dt in DType:
-        kinds = [dt.is_float, dt.is_signed_int, dt.is_unsigned_int, dt is DType.bool]
+        kinds = [dt.is_float, dt.is_signed_int, dt.is_unsigned_int, dt is DType.bool,
+                 dt.is_string]
         assert sum(kinds) == 1, dt
         assert dt.is_int == (dt.is_signed_int or dt.is_unsigned_int)
 
 
 @pytest.mark.parametrize(
-    "bad", [TensorProto.STRING, TensorProto.COMPLEX64, 999, "float128x", np.dtype("U3"), True]
+    "bad", [TensorProto.COMPLEX64, 999, "float128x", np.dtype("c8"), True]
 )
 def test_unsupported_types_raise_a_spawnml_error(bad: object) -> None:
     with pytest.raises(InvalidInputError):

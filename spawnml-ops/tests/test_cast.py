@@ -9,15 +9,17 @@ import pytest
 from spawnml.testing import op_check
 from spawnml_ops.cast import OPS
 
+# onnx.reference prints numbers with numpy's str() ("1.0"); onnxruntime with %.8g ("1").
+_GAPS = {("Cast", "float_to_string"): "numpy's str() of floats, not onnxruntime's %.8g",
+         ("Cast", "int_to_string"): "a numpy <U array, not str objects"}
 test_cpu_matches_reference, test_reference_matches_onnx_reference, test_webgpu_matches_reference = (
-    op_check.standard_tests(OPS)
+    op_check.standard_tests(OPS, reference_gaps=_GAPS)
 )
 
 
 @pytest.mark.parametrize(("attrs", "src", "error", "match"), [
     ({"to": 27}, "float32", "UnsupportedOpError", "float6e2m3"),  # float8/int4: exotic
     ({"to": 14}, "float32", "UnsupportedOpError", "complex64"),
-    ({"to": 8}, "float32", "UnsupportedOpError", "string"),
     ({"to": 13}, "float32", "UnsupportedOpError", "uint64"),
     ({"to": 1}, "uint64", "UnsupportedOpError", "uint64"),
     ({"to": 28}, "bfloat16", "UnsupportedOpError", "float6e3m2"),

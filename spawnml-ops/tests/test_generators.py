@@ -67,10 +67,12 @@ def test_random_streams_are_seeded_and_distributed() -> None:
     assert abs(z.mean()) < 0.03 and abs(z.std() - 1) < 0.03
 
 
-def test_constant_rejects_strings_and_ambiguity() -> None:
+def test_constant_strings_are_str_objects_and_ambiguity_is_refused() -> None:
     op = generators.Constant()
-    with pytest.raises(UnsupportedOpError, match="string"):
-        op.infer(node("Constant", {"value_string": "a"}, n_in=0), [], [])
+    (out,) = op.reference(node("Constant", {"value_strings": ("a", "b")}, n_in=0), [])
+    assert out.dtype == object and out.tolist() == ["a", "b"]
+    (info,) = op.infer(node("Constant", {"value_string": "a"}, n_in=0), [], [])
+    assert info.dtype is DType.string and info.shape == ()
     with pytest.raises(InvalidModelError, match="exactly one"):
         op.infer(node("Constant", {"value_int": 1, "value_float": 2.0}, n_in=0), [], [])
 

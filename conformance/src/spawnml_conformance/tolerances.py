@@ -56,11 +56,17 @@ def compare(got: np.ndarray, expected: np.ndarray, tol: Tolerance | None = None)
     got, expected = np.asarray(got), np.asarray(expected)
     if got.shape != expected.shape:
         return Comparison(False, float("inf"), f"shape {got.shape} != expected {expected.shape}")
-    if got.dtype != expected.dtype:
+    strings = got.dtype.kind in "OUS" and expected.dtype.kind in "OUS"  # object or <U: same
+    if got.dtype != expected.dtype and not strings:
         return Comparison(False, float("inf"), f"dtype {got.dtype} != expected {expected.dtype}")
     if got.size == 0:
         return Comparison(True, 0.0)
     tol = tol or tolerance_for(expected.dtype)
+    if strings:  # equal or not
+        same = np.array([a == b for a, b in zip(got.reshape(-1), expected.reshape(-1))])
+        n_bad = int((~same).sum())
+        return Comparison(not n_bad, 0.0 if not n_bad else float("inf"),
+                          f"{n_bad} of {same.size} strings differ" if n_bad else "")
     if expected.dtype.kind != "f":
         diff = np.abs(got.astype(np.float64) - expected.astype(np.float64))
         bad = diff > tol.atol

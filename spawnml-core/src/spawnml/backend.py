@@ -315,7 +315,13 @@ class Backend(abc.ABC):
 
     # -- typed transfers ------------------------------------------------------------------
     def storage_dtype(self, dt: DType) -> DType:
-        """The element type this backend stores ``dt`` as (lowering what it lacks)."""
+        """The element type this backend stores ``dt`` as (lowering what it lacks). String
+        tensors are never stored on a device: HostOnly places their ops on the host."""
+        if dt.is_string:
+            from .op import HostOnly  # lazily: op imports the kernel language, which imports us
+
+            raise HostOnly(f"backend {self.name!r} stores no string tensors: ops on strings "
+                           "run on the host")
         native = self.capabilities.dtypes
         if dt in native:
             return dt

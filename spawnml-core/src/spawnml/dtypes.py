@@ -4,6 +4,9 @@ Besides the standard numpy types, DType names the narrow ONNX types (bfloat16, t
 family, float4e2m1, int4/uint4, int2/uint2). numpy holds those through ``ml_dtypes``
 (imported lazily, a dependency of onnx), one element per byte (sub-byte types unpacked).
 The *exotic* ones (all but bfloat16) have no kernel type: ops compute them on the host.
+
+``string`` is ONNX's STRING: numpy object arrays of Python ``str`` (as onnxruntime returns
+them). No backend stores it: every op on strings runs on the host.
 """
 
 from __future__ import annotations
@@ -42,12 +45,16 @@ class DType(enum.Enum):
     uint4 = "uint4"
     int2 = "int2"
     uint2 = "uint2"
+    string = "string"
+    """ONNX STRING: a numpy object array of ``str``; host-only (no device stores it)."""
 
     @property
     def numpy(self) -> np.dtype:
         """The numpy dtype that holds this type on the host (ml_dtypes for narrow types)."""
         if self.value in _ML_DTYPES:
             return _ml_dtype(self.value)
+        if self is DType.string:
+            return np.dtype(object)
         return np.dtype(self.value)
 
     @property
@@ -65,6 +72,11 @@ class DType(enum.Enum):
         """A narrow type (float8, float4, int4, int2...) that no kernel can compute with:
         ops on it run on the host with ml_dtypes arrays."""
         return self.value in _ML_DTYPES and self is not DType.bfloat16
+
+    @property
+    def is_string(self) -> bool:
+        """ONNX STRING (object arrays of ``str``), which only the host computes with."""
+        return self is DType.string
 
     @property
     def onnx(self) -> int:
@@ -128,7 +140,7 @@ _TO_ONNX = {
     DType.uint32: 12, DType.uint64: 13, DType.bfloat16: 16, DType.float8_e4m3fn: 17,
     DType.float8_e4m3fnuz: 18, DType.float8_e5m2: 19, DType.float8_e5m2fnuz: 20,
     DType.uint4: 21, DType.int4: 22, DType.float4_e2m1fn: 23, DType.float8_e8m0fnu: 24,
-    DType.uint2: 25, DType.int2: 26,
+    DType.uint2: 25, DType.int2: 26, DType.string: 8,
 }
 _FROM_ONNX = {code: dt for dt, code in _TO_ONNX.items()}
 # onnxruntime's type strings; lower-cased TensorProto names for the narrow types.
@@ -140,7 +152,7 @@ _ONNX_NAMES = {
     DType.float8_e4m3fnuz: "float8e4m3fnuz", DType.float8_e5m2: "float8e5m2",
     DType.float8_e5m2fnuz: "float8e5m2fnuz", DType.float8_e8m0fnu: "float8e8m0",
     DType.float4_e2m1fn: "float4e2m1", DType.int4: "int4", DType.uint4: "uint4",
-    DType.int2: "int2", DType.uint2: "uint2",
+    DType.int2: "int2", DType.uint2: "uint2", DType.string: "string",
 }
 # Narrow types also answer to those ONNX names ("float8e4m3fn", "float4e2m1").
 _ALIASES = {name: dt for dt, name in _ONNX_NAMES.items() if dt.value in _ML_DTYPES}
@@ -163,7 +175,10 @@ def dtype(value: object) -> DType:
         if value in _ALIASES:
             return _ALIASES[value]
     try:
-        return DType(np.dtype(value).name)  # type: ignore[call-overload]
+        np_dtype = np.dtype(value)  # type: ignore[call-overload]
+        if np_dtype.kind in "OUS":  # object arrays of str, or fixed-width numpy strings
+            return DType.string
+        return DType(np_dtype.name)
     except (TypeError, ValueError):
         raise InvalidInputError(
             f"unsupported dtype {value!r}; expected one of {[d.value for d in DType]}"
@@ -178,3 +193,28 @@ def from_onnx(code: int) -> DType:
 def from_numpy(np_dtype: np.dtype | type) -> DType:
     """The DType of a numpy dtype."""
     return dtype(np_dtype)
+
+
+def as_string_array(value: object, what: str = "tensor") -> np.ndarray:
+    """``value`` as a STRING tensor: a numpy object array of ``str`` (numpy ``<U``/``S``
+    arrays and ``bytes`` elements, decoded as UTF-8, are converted); anything else
+    raises InvalidInputError naming ``what``."""
+    array = np.asarray(value)
+    if array.dtype.kind == "U":
+        return array.astype(object)
+    if array.dtype.kind not in "OS":
+        raise InvalidInputError(f"{what}: expected strings, got dtype {array.dtype}")
+    out = np.empty(array.shape, dtype=object)
+    flat = out.reshape(-1)
+    for i, item in enumerate(array.reshape(-1)):
+        if isinstance(item, (bytes, np.bytes_)):
+            try:
+                item = bytes(item).decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidInputError(f"{what}: element {i} is not valid UTF-8") from None
+        elif not isinstance(item, str):
+            raise InvalidInputError(
+                f"{what}: object arrays are not tensors unless they hold str (element {i} "
+                f"is {type(item).__name__})")
+        flat[i] = str(item)
+    return out

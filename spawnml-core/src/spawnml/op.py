@@ -302,6 +302,8 @@ class BackendKernel:
         self, node: Node, inputs: Sequence[TensorInfo | None], outputs: Sequence[TensorInfo]
     ) -> str | None:
         """Why the node is outside the declared domain (None: inside it)."""
+        if any(info is not None and info.dtype.is_string for info in [*inputs, *outputs]):
+            return "string tensors are computed on the host"
         since, until = self.opset_range()
         if node.opset and (node.opset < since or (until is not None and node.opset >= until)):
             last = "" if until is None else f"..{until - 1}"

@@ -2,8 +2,9 @@
 
 float64 is computed as f32 (kernels have no double); float -> integer truncates toward zero
 and out-of-range values are unspecified, as in C. Casts from or to the narrow types
-(bfloat16, float8, float4, int4, int2) run on the host (``exotic_cast``); string, complex,
-float6 and uint64 raise UnsupportedOpError naming the dtype.
+(bfloat16, float8, float4, int4, int2) and to or from string run on the host
+(``exotic_cast``, ``string_cast``); complex, float6 and uint64 raise UnsupportedOpError
+naming the dtype.
 """
 
 
@@ -14,18 +15,19 @@ from typing import Any
 
 import numpy as np
 
-from spawnml.dtypes import DType, from_onnx
+from spawnml.dtypes import DType, dtype as as_dtype, from_onnx
 from spawnml.errors import InvalidInputError, UnsupportedOpError
 from spawnml.kernel import Output, Tensor, cast, kernel
-from spawnml.op import In, Lowering, Node, OpCase, OpDef, Out, TensorInfo
+from spawnml.op import HostOnly, In, Lowering, Node, OpCase, OpDef, Out, TensorInfo
 
 from .common import KERNEL_DTYPES, check_dtype
 from .exotic_cast import cast_array, is_narrow, require_host, since_opset
+from .string_cast import from_strings, to_strings
 from .unary_base import sample
 
 # TensorProto codes of element types Cast does not support, named for error messages.
 _UNSUPPORTED_CODES = {
-    0: "undefined", 8: "string", 13: "uint64", 14: "complex64", 15: "complex128",
+    0: "undefined", 13: "uint64", 14: "complex64", 15: "complex128",
     27: "float6e2m3", 28: "float6e3m2",
 }
 _ROUND_MODES = ("up", "down", "nearest")
@@ -64,17 +66,25 @@ class CastBase(OpDef):
         return [TensorInfo(to, x.shape)]
 
     def check_type(self, node: Node, dt: DType, what: str) -> None:
-        """Kernel types, and the narrow types (host) from the opset that added them."""
-        if not is_narrow(dt):
+        """Kernel types, strings (opset 9+, host) and the narrow types (host) from the
+        opset that added them."""
+        if dt.is_string:
+            if node.opset < 9:
+                raise self.fail(node, f"{what} dtype string needs opset 9")
+        elif not is_narrow(dt):
             check_dtype(node, dt, KERNEL_DTYPES, what)
         elif node.opset < since_opset(dt):
             raise self.fail(node, f"{what} dtype {dt} needs opset {since_opset(dt)}")
 
     def reference(self, node: Node, inputs) -> list[np.ndarray]:
         x = np.asarray(inputs[0])
-        to = self.target(node, [TensorInfo(DType(x.dtype.name), x.shape)]
-                         + [None if a is None else TensorInfo(DType(np.asarray(a).dtype.name), ())
+        to = self.target(node, [TensorInfo(as_dtype(x.dtype), x.shape)]
+                         + [None if a is None else TensorInfo(as_dtype(np.asarray(a).dtype), ())
                             for a in inputs[1:]])
+        if to.is_string:
+            return [to_strings(x)]
+        if x.dtype.kind in "OUS":
+            return [from_strings(node, x, to)]
         if is_narrow(to, DType(x.dtype.name)):
             return [cast_array(x, to, bool(self.attr(node, "saturate", 1)),
                                str(self.attr(node, "round_mode", "up")))]
@@ -83,6 +93,8 @@ class CastBase(OpDef):
 
     def lower(self, node: Node, inputs, outputs, values) -> Lowering:
         require_host(node, inputs[0].dtype, outputs[0].dtype)
+        if inputs[0].dtype.is_string or outputs[0].dtype.is_string:
+            raise HostOnly(f"{node.describe()}: casts to or from string run on the host")
         low = Lowering()
         low.launch(cast_map, [In(0)], Out(0))
         return low
@@ -130,6 +142,12 @@ class Cast(CastBase):
                    {"to": DType.uint8.onnx}),
             OpCase("saturate_attr", [np.array([1.5], f)], {"to": DType.float16.onnx,
                                                             "saturate": 0}, opset=19),
+            OpCase("float_to_string", [np.array([1.0, 0.1, 1e20, -2.5e-8, np.nan, np.inf,
+                                                 -np.inf, 1 / 3], f)], {"to": 8}),
+            OpCase("int_to_string", [np.array([[1, -5], [0, 7]], np.int64)], {"to": 8}),
+            OpCase("string_to_float", [np.array(["1.5", "-3", "nan", "INF", " 2"], object)],
+                   {"to": DType.float32.onnx}),
+            OpCase("string_to_int", [np.array(["15", "-3"], object)], {"to": DType.int64.onnx}),
         ]
         return cases
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from spawnml.dtypes import DType, dtype as as_dtype
+from spawnml.dtypes import DType, as_string_array, dtype as as_dtype
 from spawnml.errors import InvalidModelError, UnsupportedOpError
 from spawnml.kernel import Output, Tensor, cast, i32, kernel, static_range
 from spawnml.op import Data, HostOnly, In, Lowering, Node, OpCase, OpDef, Out, TensorInfo
@@ -53,10 +53,11 @@ class Constant(OpDef):
             raise self.fail(node, f"needs exactly one of {list(_CONSTANT_ATTRS)}, got {given}")
         name = given[0]
         v = node.attrs[name]
-        if name in ("value_string", "value_strings") or (
-            isinstance(v, np.ndarray) and v.dtype.kind in "OSU"
-        ):
-            raise UnsupportedOpError(f"{node.describe()}: string tensors are not supported")
+        if name == "value_string":  # strings: object arrays of str, computed on the host
+            return as_string_array(np.array(str(v), dtype=object))
+        if name == "value_strings" or (isinstance(v, np.ndarray) and v.dtype.kind in "OSU"):
+            return as_string_array(np.array(list(v) if name == "value_strings" else v,
+                                            dtype=object)).reshape(np.shape(v))
         if name == "value_float":
             return np.array(v, np.float32)
         if name == "value_floats":
@@ -76,6 +77,8 @@ class Constant(OpDef):
 
     def lower(self, node, inputs, outputs, values) -> Lowering:
         v = self.value(node)
+        if v.dtype == object:
+            raise HostOnly(f"{node.describe()}: string constants stay on the host")
         low = Lowering()
         if v.size:
             low.launch(copy, [Data(np.ascontiguousarray(v))], Out(0))

@@ -10,7 +10,7 @@ import numpy as np
 
 from spawnml.dtypes import DType
 from spawnml.kernel import helper
-from spawnml.op import In, Lowering, Node, OpCase, OpDef, Out, TensorInfo
+from spawnml.op import HostOnly, In, Lowering, Node, OpCase, OpDef, Out, TensorInfo
 
 from .binary import BinaryOp, binary
 from .common import (
@@ -98,8 +98,31 @@ def _shift(a, b, p):
 
 # ---------------------------------------------------------------------------------- ops
 
+
+
+class _EqualOp(BinaryOp):
+    """Equal also compares string tensors (opset 19+), on the host: no device stores them."""
+
+    def check(self, node: Node, inputs: Sequence[TensorInfo | None]) -> DType:
+        if len(inputs) == 2 and all(i is not None and i.dtype.is_string for i in inputs):
+            if node.opset < 19:
+                raise self.fail(node, "string inputs need opset 19")
+            return DType.bool
+        return super().check(node, inputs)
+
+    def lower(self, node: Node, inputs, outputs, values) -> Lowering:
+        if inputs[0] is not None and inputs[0].dtype.is_string:
+            raise HostOnly(f"{node.describe()}: string comparisons run on the host")
+        return super().lower(node, inputs, outputs, values)
+
+    def cases(self) -> list[OpCase]:
+        words = np.array([["a", "bé"], ["", "c"]], dtype=object)
+        return [*super().cases(),
+                OpCase("strings_bcast", [words, np.array(["bé"], dtype=object)])]
+
+
 _CMP = dict(dtypes=NUMERIC, out_dtype=DType.bool)
-Equal = binary("Equal", 7, _eq, np.equal, NUMERIC + BOOL, out_dtype=DType.bool)
+Equal = binary("Equal", 7, _eq, np.equal, NUMERIC + BOOL, base=_EqualOp, out_dtype=DType.bool)
 Less = binary("Less", 7, _lt, np.less, **_CMP)
 LessOrEqual = binary("LessOrEqual", 12, _le, np.less_equal, **_CMP)
 Greater = binary("Greater", 7, _gt, np.greater, **_CMP)

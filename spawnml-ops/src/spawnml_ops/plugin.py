@@ -17,6 +17,8 @@ FAMILIES = [
     "control_flow",  # If/Loop (host-orchestrated; the session runs their bodies)
     "attention",  # Attention, FlexAttention, RotaryEmbedding, RMSNorm, SwiGLU, ...
     "losses", "sampling", "signal", "misc",  # losses, grid/ROI sampling, DFT, the rest
+    "text",  # string ops and TfIdfVectorizer (host: no device stores strings)
+    "ml",  # the ai.onnx.ml domain: trees, linear models, scalers, encoders
 ]
 
 

@@ -1,4 +1,5 @@
-"""Signal processing: DFT, STFT and the Hann, Hamming and Blackman windows.
+"""Signal processing: DFT, STFT, the Hann, Hamming and Blackman windows (and
+MelWeightMatrix, on the host: ``mel``).
 
 Signals carry a trailing component axis: 1 (real) or 2 (real, imaginary). DFT is a direct
 O(n^2) gather kernel over the transformed axis (one output component per invocation, the
@@ -20,6 +21,7 @@ from spawnml.op import Data, HostOnly, In, Lowering, Node, OpCase, OpDef, Out, T
 
 from .axes import input_ints, require_values, static
 from .common import normalize_axis
+from .mel import MelWeightMatrix
 
 FLOATS = (DType.float32, DType.float16, DType.float64)
 
@@ -299,4 +301,5 @@ class BlackmanWindow(_Window):
     coeffs = (0.42, 0.5, 0.08)
 
 
-OPS: list[type[OpDef]] = [DFT, STFT, HannWindow, HammingWindow, BlackmanWindow]
+OPS: list[type[OpDef]] = [DFT, STFT, HannWindow, HammingWindow, BlackmanWindow,
+                          MelWeightMatrix]

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import as_string_array
 from ..dtypes import dtype as as_dtype
 from ..errors import InvalidInputError
 from ..tensor import DeviceTensor
@@ -52,8 +53,8 @@ def validate_feeds(inputs: Sequence[Value], feed: Mapping[str, Any]) -> dict[str
                 raise InvalidInputError(
                     f"input {name!r}: cannot convert to an array: {exc}"
                 ) from None
-            if value.dtype == object:
-                raise InvalidInputError(f"input {name!r}: object arrays are not tensors")
+            if value.dtype.kind in "OUS":  # strings: object arrays of str (as onnxruntime)
+                value = as_string_array(value, f"input {name!r}")
             try:
                 dt = as_dtype(value.dtype)
             except InvalidInputError:

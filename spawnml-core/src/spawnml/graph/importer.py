@@ -186,6 +186,9 @@ def tensor_to_array(tensor: Any, base: Path | None) -> np.ndarray:
         ) from None
     count = int(np.prod(dims, dtype=np.float64)) if dims else 1
     nbytes = -(-count * dt.bits // 8)
+    if dt.is_string and (tensor.data_location == TensorProto.EXTERNAL
+                         or tensor.HasField("raw_data")):
+        raise InvalidModelError(f"{what}: a STRING tensor must hold its values in string_data")
     if tensor.data_location == TensorProto.EXTERNAL:
         t = TensorProto()
         t.CopyFrom(tensor)
@@ -392,8 +395,12 @@ def _opsets(proto: Any) -> dict[str, int]:
         )
     newest = onnx.defs.onnx_opset_version()
     opsets: dict[str, int] = {}
+    seen: set[tuple[str, int]] = set()
     for o in proto.opset_import:
         domain = "" if o.domain == "ai.onnx" else o.domain
+        if (o.domain, o.version) in seen:
+            continue  # an exact repeat (skl2onnx writes one), harmless as in onnxruntime
+        seen.add((o.domain, o.version))
         if domain in opsets:
             raise InvalidModelError(f"opset_import names domain {o.domain!r} more than once")
         if o.version < 1 or (domain == "" and o.version > newest):
