@@ -33,6 +33,7 @@ from .op import TensorInfo
 from .profile import Profile
 from .registry import backend_names, get_available_backends, get_backend
 from .tensor import DeviceTensor
+from .values import ValueInfo, describe_type, info_of
 
 log = logging.getLogger("spawnml.session")
 
@@ -130,9 +131,9 @@ class MemoryReport:
     slots: dict[str, list[int]] = field(default_factory=dict)
 
 
-def _arg(name: str, info: TensorInfo | None) -> NodeArg:
-    if info is None:
-        return NodeArg(name, None, "tensor(undefined)")
+def _arg(name: str, info: ValueInfo | None) -> NodeArg:
+    if not isinstance(info, TensorInfo):
+        return NodeArg(name, None, describe_type(info))
     shape = None if info.shape is None else list(info.shape)
     return NodeArg(name, shape, info.dtype.onnx_type_name)
 
@@ -339,7 +340,7 @@ class InferenceSession:
             stack.enter_context(host_memory_errors("running the model"))
             for backend in sorted(self.backends, key=lambda b: b.name):
                 stack.enter_context(_backend_lock(backend))
-            infos = {n: TensorInfo(*_meta(t)) for n, t in feeds.items()}
+            infos = {n: info_of(t) for n, t in feeds.items()}
             plan = self._runner.plan(infos)
             self._ensure(plan)
             start = time.perf_counter()
@@ -384,14 +385,6 @@ class InferenceSession:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _meta(t: Any) -> tuple:
-    from .dtypes import dtype as as_dtype
-
-    if isinstance(t, DeviceTensor):
-        return t.dtype, t.shape
-    return as_dtype(t.dtype), tuple(t.shape)
 
 
 __all__ = ["InferenceSession", "SessionOptions", "NodeArg", "Placement", "MemoryReport", "HOST"]

@@ -1,6 +1,6 @@
-"""Control flow (If, Loop, Scan): host-orchestrated. The session reads the condition / trip
-count on the host and runs each body as a graph of its own on the session's backends (see
-``spawnml.graph.control``). Output types come from specialising the bodies with the
+"""Control flow (If, Loop, Scan, SequenceMap): host-orchestrated. The session reads the
+condition / trip count on the host and runs each body as a graph of its own on the session's
+backends (see ``spawnml.graph.control``). Output types come from specialising the bodies with the
 enclosing scope's types (``spawnml.graph.subgraph_types``), which the session does when it
 plans; without a scope, as here, the values a body reads from outside are unknown."""
 
@@ -42,4 +42,9 @@ class Scan(_HostOrchestrated):
     since_version = 8
 
 
-OPS: list[type[OpDef]] = [If, Loop, Scan]
+class SequenceMap(_HostOrchestrated):
+    op_type = "SequenceMap"
+    since_version = 17
+
+
+OPS: list[type[OpDef]] = [If, Loop, Scan, SequenceMap]

@@ -244,7 +244,10 @@ class Identity(OpDef):
         return [inputs[0]]
 
     def reference(self, node: Node, inputs) -> list[np.ndarray]:
-        return [np.array(inputs[0], copy=True)]
+        value = inputs[0]
+        if value is None or isinstance(value, list):  # an empty optional, a sequence
+            return [value]
+        return [np.array(value, copy=True)]
 
     def lower(self, node: Node, inputs, outputs, values) -> Lowering:
         return Lowering(aliases={0: 0})

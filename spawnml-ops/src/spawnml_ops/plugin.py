@@ -14,7 +14,8 @@ FAMILIES = [
     "linalg", "conv", "pool", "norm",  # MatMul/Gemm/Einsum, Conv*, pooling, normalisation
     "reduce", "softmax", "shape", "movement", "resize",  # reductions, data movement
     "generators", "quant", "rnn",  # constants and generators, quantisation, recurrent
-    "control_flow",  # If/Loop (host-orchestrated; the session runs their bodies)
+    "control_flow",  # If/Loop/Scan/SequenceMap (host-orchestrated; bodies run as graphs)
+    "sequence",  # sequences and optionals (host values)
     "attention",  # Attention, FlexAttention, RotaryEmbedding, RMSNorm, SwiGLU, ...
     "losses", "sampling", "signal", "misc",  # losses, grid/ROI sampling, DFT, the rest
     "text",  # string ops and TfIdfVectorizer (host: no device stores strings)

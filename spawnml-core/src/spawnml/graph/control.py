@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidInputError, InvalidModelError
-from ..op import Node
+from ..op import Node, TensorInfo
 from ..tensor import DeviceTensor
+from ..values import TensorSequence
 from .ir import Graph
 from .scan import ScanLayout
 
@@ -228,11 +229,40 @@ def _run_scan8(runner: Any, node: Node, layout: ScanLayout, states: list[np.ndar
     return outputs
 
 
+def run_sequence_map(runner: Any, node: Node, inputs: Sequence[Value | None], outer: dict,
+                     consts: dict) -> list:
+    """The body once per position of the input sequences (tensor inputs as they are);
+    each body output collected into a sequence."""
+    body = node.subgraphs.get("body")
+    if body is None:
+        raise InvalidModelError(f"{node.describe()}: missing attribute 'body'")
+    if len(body.inputs) != len(inputs):
+        raise InvalidModelError(f"{node.describe()}: the body has {len(body.inputs)} inputs "
+                                f"for {len(inputs)} node inputs")  # fmt: skip
+    lengths = {len(v) for v in inputs if isinstance(v, list)}
+    if not isinstance(inputs[0], list) or len(lengths) != 1:
+        raise InvalidInputError(f"{node.describe()}: the input sequences must have one length, "
+                                f"got {sorted(lengths)}")  # fmt: skip
+    collected: list[list[np.ndarray]] = [[] for _ in body.outputs]
+    for i in range(lengths.pop()):
+        feeds = dict(outer)
+        for v, value in zip(body.inputs, inputs):
+            feeds[v.name] = value[i] if isinstance(value, list) else value
+        for acc, out in zip(collected, _run_body(runner, node, "body", feeds, consts)):
+            acc.append(_take_host(out))
+    return [TensorSequence(acc, _declared_dtype(v)) for acc, v in zip(collected, body.outputs)]
+
+
+def _declared_dtype(v: Any) -> Any:
+    return v.info.dtype if isinstance(v.info, TensorInfo) else None
+
+
 def run_control(runner: Any, node: Node, inputs: Sequence[Value | None], outer: dict,
                 consts: dict) -> list:
     """Execute a control-flow node; its subgraphs run through ``runner``'s backends. Device
     results are handles the caller owns."""
-    run = {"If": run_if, "Loop": run_loop, "Scan": run_scan}.get(node.op_type)
+    run = {"If": run_if, "Loop": run_loop, "Scan": run_scan,
+           "SequenceMap": run_sequence_map}.get(node.op_type)
     if run is None:
         raise InvalidModelError(
             f"{node.describe()}: control-flow op {node.op_type} is not supported"

@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import as_string_array
-from ..dtypes import dtype as as_dtype
+from ..dtypes import as_string_array, dtype as as_dtype
 from ..errors import InvalidInputError
 from ..tensor import DeviceTensor
+from ..values import OptionalInfo, SequenceInfo, TensorSequence
 from .ir import Value
 
 
@@ -42,6 +42,9 @@ def validate_feeds(inputs: Sequence[Value], feed: Mapping[str, Any]) -> dict[str
     symbols: dict[str, tuple[str, int]] = {}
     for name, value in feed.items():
         v = expected[name]
+        if isinstance(v.info, (SequenceInfo, OptionalInfo)):
+            out[name] = _container(name, v.info, value)
+            continue
         if isinstance(value, DeviceTensor):
             if value.closed:
                 raise InvalidInputError(f"input {name!r}: the DeviceTensor was closed")
@@ -90,3 +93,26 @@ def validate_feeds(inputs: Sequence[Value], feed: Mapping[str, Any]) -> dict[str
                             )
         out[name] = value
     return out
+
+
+def _container(name: str, info: SequenceInfo | OptionalInfo, value: Any) -> Any:
+    """A sequence feed as a TensorSequence of host arrays of the declared element type;
+    an optional feed as None (empty) or its element."""
+    if isinstance(info, OptionalInfo):
+        if value is None:
+            return None
+        if isinstance(info.elem, SequenceInfo):
+            return _container(name, info.elem, value)
+        return validate_feeds([Value(name, info.elem)], {name: value})[name]
+    if not isinstance(value, (list, tuple)):
+        raise InvalidInputError(
+            f"input {name!r}: expected a sequence ({info.describe()}) as a list of arrays, got "
+            f"{type(value).__name__}"
+        )
+    items = []
+    for i, item in enumerate(value):
+        elem = Value(f"{name}[{i}]", info.elem and type(info.elem)(info.elem.dtype, None))
+        checked = validate_feeds([elem], {elem.name: item})[elem.name]
+        items.append(checked.numpy() if isinstance(checked, DeviceTensor) else checked)
+    return TensorSequence(items, info.elem.dtype if info.elem is not None else None)
+

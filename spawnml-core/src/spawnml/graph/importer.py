@@ -20,6 +20,7 @@ from ..errors import InvalidInputError, InvalidModelError, SpawnMLError, Unsuppo
 from ..memory import check_tensor_bytes, tensor_byte_limit
 from ..onnx_attributes import node_from_proto
 from ..op import TensorInfo
+from ..values import OptionalInfo, SequenceInfo, ValueInfo
 from .ir import Graph, Value, topological_order
 from .validate import check_node
 
@@ -223,13 +224,22 @@ def _type_name(code: int) -> str:
         return f"code {code}"
 
 
-def type_to_info(type_proto: Any, what: str) -> TensorInfo | None:
-    """A ValueInfo's TypeProto as TensorInfo (dims: int, symbolic name, or None)."""
+def type_to_info(type_proto: Any, what: str) -> ValueInfo | None:
+    """A ValueInfo's TypeProto as TensorInfo (dims: int, symbolic name, or None), or as
+    SequenceInfo / OptionalInfo for sequences and optionals."""
+    which = type_proto.WhichOneof("value")
+    if which == "sequence_type":
+        elem = type_to_info(type_proto.sequence_type.elem_type, f"{what} (element)")
+        return SequenceInfo(elem if isinstance(elem, TensorInfo) else None)
+    if which == "optional_type":
+        elem = type_to_info(type_proto.optional_type.elem_type, f"{what} (element)")
+        return OptionalInfo(elem if not isinstance(elem, OptionalInfo) else None)
+    if which == "map_type":  # ZipMap's outputs: seq(map(K, V)) values, made on the host
+        return None
     if not type_proto.HasField("tensor_type"):
-        which = type_proto.WhichOneof("value")
         if which is None:
             return None
-        raise UnsupportedOpError(f"{what} has type {which!r}; only tensors are supported")
+        raise UnsupportedOpError(f"{what} has type {which!r}, which spawnml does not support")
     tt = type_proto.tensor_type
     try:
         dt = as_dtype(int(tt.elem_type)) if tt.elem_type else None

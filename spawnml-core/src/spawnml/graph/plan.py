@@ -30,7 +30,7 @@ from .ir import Graph, node_reads
 from .subgraph_types import control_outputs
 
 HOST = "host"
-CONTROL_FLOW = {"If", "Loop", "Scan"}
+CONTROL_FLOW = {"If", "Loop", "Scan", "SequenceMap"}
 # Ops whose result differs per run: never folded.
 NONDETERMINISTIC = {
     "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
@@ -140,6 +140,8 @@ def _fold(op: OpDef, node: Node, infos: list[TensorInfo | None], consts: list) -
         if sum(c.nbytes for c in consts if c is not None) > FOLD_LIMIT:
             return None
         outs = host_reference(op, node, consts)
+        if not all(isinstance(o, np.ndarray | np.generic) for o in outs):
+            return None  # a sequence or an empty optional is made when the graph runs
         if sum(np.asarray(o).nbytes for o in outs) > FOLD_LIMIT:
             return None
         return [np.asarray(o) for o in outs]
@@ -308,7 +310,8 @@ def _check_declared_outputs(graph: Graph, infos: dict[str, TensorInfo | None]) -
     error (onnxruntime refuses it), never a result of a type the caller did not expect."""
     for v in graph.outputs:
         found = infos.get(v.name)
-        if v.info is not None and found is not None and found.dtype != v.info.dtype:
+        if isinstance(v.info, TensorInfo) and isinstance(found, TensorInfo) \
+                and found.dtype != v.info.dtype:
             raise InvalidModelError(
                 f"graph output {v.name!r} is declared {v.info.dtype} but computed as "
                 f"{found.dtype}"

@@ -36,6 +36,7 @@ from ..backend import Backend, Buffer
 from ..dtypes import DType, dtype as as_dtype
 from ..errors import InvalidModelError
 from ..execute import PreparedLowering
+from ..op import TensorInfo
 from ..tensor import DeviceTensor
 from .plan import HOST, NodePlan, host_reference
 
@@ -182,7 +183,8 @@ class Recording:
         infos = self.plan.spec.infos
         for name, where in feed_where.items():
             info = infos.get(name)
-            assert info is not None
+            if not isinstance(info, TensorInfo):
+                raise NotRecordable(f"input {name!r} is not a tensor")
             shape = _static(info.shape)
             if where == HOST:
                 val = _Val(HOST, shape, info.dtype, cell=self._new_cell())

@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..backend import Backend
-from ..dtypes import DType, dtype as as_dtype
+from ..dtypes import DType
 from ..errors import InvalidModelError
 from ..execute import PreparedLowering
 from ..memory import tensor_byte_limit
 from ..op import TensorInfo
 from ..tensor import DeviceTensor
+from ..values import describe_type, info_of, is_tensor, on_host
 from .fuse import fuse
 from .ir import Graph
 from .plan import (
@@ -103,10 +104,6 @@ def _shape(t: Tensor) -> tuple[int, ...]:
     return tuple(t.shape)
 
 
-def _dtype(t: Tensor) -> DType:
-    return t.dtype if isinstance(t, DeviceTensor) else as_dtype(t.dtype)
-
-
 class Runner:
     """Runs one graph (a model's main graph or an If/Loop body) on ordered backends.
 
@@ -143,7 +140,7 @@ class Runner:
         """The cached plan for these feed infos and outer-scope constants (built and
         weights uploaded on first use; the least recently used plan is closed beyond
         ``max_plans``)."""
-        key = tuple(sorted((n, i.dtype.value, i.shape) for n, i in feeds.items()))
+        key = tuple(sorted(feeds.items(), key=lambda item: item[0]))
         if outer_consts:
             key += tuple(sorted((n, _const_key(a)) for n, a in outer_consts.items()))
         with self._lock:
@@ -220,7 +217,7 @@ class Runner:
         ``consts``: values a body reads from the enclosing plan's constants (folded and
         planned with, like initializers)."""
         names = list(dict.fromkeys(want))
-        infos = {n: TensorInfo(_dtype(t), _shape(t)) for n, t in feeds.items()}
+        infos = {n: info_of(t) for n, t in feeds.items()}
         with self._lock:  # taken and marked in use at once: never closed under this run
             plan = self.plan(infos, consts)
             plan.users += 1
@@ -340,6 +337,11 @@ class _Execution:
                 return found
             return plan.spec.consts[name]
         value = self.values[name]
+        if value is None or isinstance(value, list):  # an empty optional, a sequence
+            if where != HOST:
+                raise InvalidModelError(f"{name!r} is a {describe_type(info_of(value))} value; "
+                                        f"only the host holds those, not {where!r}")  # fmt: skip
+            return on_host(value)
         if _where(value) == where:
             return value
         key = (name, where)
@@ -374,12 +376,12 @@ class _Execution:
     def _dynamic(self, step: NodePlan, inputs: list[Tensor | None]) -> NodePlan:
         """Specialise one node for the shapes (and host values) it actually got."""
         node, op = step.node, step.op
-        infos = [None if t is None else TensorInfo(_dtype(t), _shape(t)) for t in inputs]
+        infos = [info_of(t) if name else None for name, t in zip(node.inputs, inputs)]
         values = [
             t if isinstance(t, np.ndarray) and i in op.value_inputs else step.values[i]
             for i, t in enumerate(inputs)
         ]
-        shapes = tuple((i.dtype, i.shape) if i else None for i in infos)
+        shapes = tuple(infos)
         known = tuple(v.tobytes() if isinstance(v, np.ndarray) else None for v in values)
         key = (id(node), shapes, known)
         with self.runner._lock:
@@ -433,8 +435,9 @@ class _Execution:
     def _matches(self, step: NodePlan) -> bool:
         """Whether the inputs have the shapes the step was planned for."""
         for name, info in zip(step.node.inputs, step.inputs):
-            if name and name in self.values and info is not None:
-                if _shape(self.values[name]) != tuple(info.shape or ()):
+            if name and name in self.values and isinstance(info, TensorInfo):
+                value = self.values[name]
+                if not is_tensor(value) or _shape(value) != tuple(info.shape or ()):
                     return False
         return True
 
@@ -466,8 +469,9 @@ class _Execution:
             arrays = [self.tensor(n, HOST) if n else None for n in node.inputs]
             results = host_reference(step.op, node, arrays)
             for j, r in enumerate(results):
-                if j < len(step.outputs) and step.outputs[j] is not None:
-                    results[j] = np.asarray(r).astype(step.outputs[j].dtype.numpy, copy=False)
+                info = step.outputs[j] if j < len(step.outputs) else None
+                if isinstance(info, TensorInfo) and r is not None:
+                    results[j] = np.asarray(r).astype(info.dtype.numpy, copy=False)
             self._store(node.outputs, results)
             return
         ins: list[Any] = [

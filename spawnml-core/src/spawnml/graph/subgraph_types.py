@@ -20,14 +20,19 @@ import numpy as np
 from ..dtypes import DType
 from ..errors import InvalidModelError, SpawnMLError
 from ..op import Node, TensorInfo
+from ..values import SequenceInfo, ValueInfo
 from .ir import Graph
 
-Info = TensorInfo | None
+Info = ValueInfo | None
 MAX_LOOP_ROUNDS = 4  # re-inferences of a Loop body before its changing dims become unknown
 
 
 def merge(a: Info, b: Info) -> Info:
     """What two values that may flow to one name have in common (None: unknown)."""
+    if isinstance(a, SequenceInfo) and isinstance(b, SequenceInfo):
+        return SequenceInfo(merge(a.elem, b.elem))  # type: ignore[arg-type]
+    if not isinstance(a, TensorInfo | None) or not isinstance(b, TensorInfo | None):
+        return a if a == b else None
     if a is None or b is None:
         known = a or b
         return None if known is None else TensorInfo(known.dtype, None)
@@ -98,7 +103,7 @@ def if_outputs(node: Node, ins: Sequence[Info], vals: Sequence[np.ndarray | None
 
 def _merge_branches(a: Info, b: Info) -> Info:
     # An untyped branch output that could not be inferred takes the other branch's dtype.
-    if a is not None and b is not None and a.dtype != b.dtype:
+    if isinstance(a, TensorInfo) and isinstance(b, TensorInfo) and a.dtype != b.dtype:
         return TensorInfo(a.dtype, None)
     return merge(a, b)
 
@@ -127,10 +132,12 @@ def loop_outputs(node: Node, ins: Sequence[Info], vals: Sequence[np.ndarray | No
             break
         carried = merged
     else:
-        carried = [None if c is None else TensorInfo(c.dtype, None) for c in carried]
+        carried = [TensorInfo(c.dtype, None) if isinstance(c, TensorInfo) else None
+                   for c in carried]  # fmt: skip
     trips = _const_scalar(vals[0] if vals else None)
     counted = trips if isinstance(trips, int) and (len(ins) < 2 or ins[1] is None) else None
-    scans = [None if o is None or o.shape is None else TensorInfo(o.dtype, (counted, *o.shape))
+    scans = [TensorInfo(o.dtype, (counted, *o.shape))
+             if isinstance(o, TensorInfo) and o.shape is not None else None
              for o in outs[1 + len(carried):]]  # fmt: skip
     return [*carried, *scans]
 
@@ -160,10 +167,24 @@ def scan_outputs(node: Node, ins: Sequence[Info], vals: Sequence[np.ndarray | No
     return [*states, *scans]
 
 
+def sequence_map_outputs(node: Node, ins: Sequence[Info], vals: Sequence[np.ndarray | None],
+                         infos: dict[str, Info], consts: dict[str, np.ndarray]) -> list[Info]:
+    """One sequence per body output; the body sees one element of each input sequence."""
+    body = _body(node, "body")
+    if len(body.inputs) != len(ins):
+        raise InvalidModelError(f"{node.describe()}: the body has {len(body.inputs)} inputs "
+                                f"for {len(ins)} node inputs")  # fmt: skip
+    feeds = {v.name: i.elem if isinstance(i, SequenceInfo) else i
+             for v, i in zip(body.inputs, ins)}  # fmt: skip
+    outs = body_outputs(body, feeds, _scope(body, infos), consts)
+    return [SequenceInfo(o if isinstance(o, TensorInfo) else None) for o in outs]
+
+
 def control_outputs(node: Node, ins: Sequence[Info], vals: Sequence[np.ndarray | None],
                     infos: dict[str, Info], consts: dict[str, np.ndarray]) -> list[Info]:
     """The output infos of an If, Loop or Scan node in this scope."""
-    rule = {"If": if_outputs, "Loop": loop_outputs, "Scan": scan_outputs}.get(node.op_type)
+    rule = {"If": if_outputs, "Loop": loop_outputs, "Scan": scan_outputs,
+            "SequenceMap": sequence_map_outputs}.get(node.op_type)
     if rule is None:
         raise InvalidModelError(f"{node.describe()}: {node.op_type} has no subgraph rule")
     return rule(node, ins, vals, infos, consts)

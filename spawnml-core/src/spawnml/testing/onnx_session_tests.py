@@ -50,6 +50,17 @@ def case_group(case: Any) -> str:
 def _compare(got: Any, expected: Any, rtol: float, atol: float) -> str:
     from ..onnx_backend import _array
 
+    if expected is None or got is None:  # an empty optional
+        return "" if got is expected else f"got {type(got).__name__}, expected {expected!r}"
+    if isinstance(expected, list):  # a sequence: element by element
+        if not isinstance(got, list) or len(got) != len(expected):
+            return f"got {type(got).__name__} of {len(got) if isinstance(got, list) else '?'}" \
+                   f", expected a sequence of {len(expected)}"
+        for i, (g, e) in enumerate(zip(got, expected)):
+            problem = _compare(g, e, rtol, atol)
+            if problem:
+                return f"element {i}: {problem}"
+        return ""
     e = np.asarray(_array(expected))
     g = np.asarray(got)
     if e.dtype == object or g.dtype == object:
