@@ -67,3 +67,25 @@ def test_matches_onnxruntime(name: str) -> None:
             np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
         else:
             np.testing.assert_array_equal(g, e)  # labels
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_default_conversion_with_zipmap_matches_onnxruntime(n_classes: int) -> None:
+    """skl2onnx's default classifier output: probabilities as a list of {label: p} maps."""
+    x, y = _data(n_classes, seed=n_classes)
+    model = Pipeline([("scale", StandardScaler()),
+                      ("clf", RandomForestClassifier(6, max_depth=4, random_state=0))])
+    model.fit(x, y)
+    onx = to_onnx(model, x[:1], target_opset={"": 17, "ai.onnx.ml": 3})
+    assert any(n.op_type == "ZipMap" for n in onx.graph.node)
+    expected = ort.InferenceSession(onx.SerializeToString(),
+                                    providers=["CPUExecutionProvider"]).run(None, {"X": x})
+    sess = InferenceSession(onx.SerializeToString(), backends=["cpu"])
+    labels, maps = sess.run(None, {"X": x})
+    np.testing.assert_array_equal(labels, expected[0])
+    assert isinstance(maps, list) and len(maps) == len(expected[1]) == len(x)
+    for got_row, want_row in zip(maps, expected[1]):
+        assert got_row.keys() == want_row.keys()
+        np.testing.assert_allclose([got_row[k] for k in want_row], list(want_row.values()),
+                                   rtol=1e-5, atol=1e-6)  # fmt: skip
+    assert sess.get_outputs()[1].type.startswith("seq(")

@@ -18,9 +18,10 @@ from .preprocess import (
     Scaler,
 )
 from .trees import TreeEnsemble, TreeEnsembleClassifier, TreeEnsembleRegressor
+from .zipmap import ZipMap
 
 OPS: list[type[OpDef]] = [
     TreeEnsemble, TreeEnsembleClassifier, TreeEnsembleRegressor, LinearClassifier,
     LinearRegressor, Normalizer, Scaler, Binarizer, Imputer, ArrayFeatureExtractor,
-    FeatureVectorizer, LabelEncoder, OneHotEncoder,
+    FeatureVectorizer, LabelEncoder, OneHotEncoder, ZipMap,
 ]
