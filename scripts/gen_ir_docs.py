@@ -111,7 +111,8 @@ def _traits_target(traits: TargetTraits, note: str = "") -> Target:
     computes = tuple(
         t for t in ALL_TYPES
         if (t is not ScalarType.f16 or traits.f16_arithmetic)
-        and (t is not ScalarType.i64 or traits.int64)
+        and (t is not ScalarType.bf16 or traits.bf16_arithmetic)
+        and (t not in (ScalarType.i64, ScalarType.u64) or traits.int64)
     )
     return Target(traits.name, traits.is_native, computes, note)
 
@@ -196,6 +197,10 @@ def op_table() -> list[str]:
 INTERNAL_CALLS: dict[str, tuple[tuple[ScalarType, ...], str]] = {
     "round_f16": ((ScalarType.f32,), "inserted by the f16 pass on targets without f16 "
                                      "arithmetic (passes.py casts the argument to f32)"),
+    "round_bf16": ((ScalarType.f32,), "inserted by the bf16 pass on casts to bf16 and on "
+                                      "storing a bfloat16 result kept as f32"),
+    "bf16_bits": ((ScalarType.f32,), "inserted by the bf16 pass on storing a bfloat16 result "
+                                     "kept as its 16 bits (passes.bf16_memory)"),
 }
 
 

@@ -20,8 +20,7 @@ test_cpu_matches_reference, test_reference_matches_onnx_reference, test_webgpu_m
 @pytest.mark.parametrize(("attrs", "src", "error", "match"), [
     ({"to": 27}, "float32", "UnsupportedOpError", "float6e2m3"),  # float8/int4: exotic
     ({"to": 14}, "float32", "UnsupportedOpError", "complex64"),
-    ({"to": 13}, "float32", "UnsupportedOpError", "uint64"),
-    ({"to": 1}, "uint64", "UnsupportedOpError", "uint64"),
+    ({"to": 15}, "uint64", "UnsupportedOpError", "complex128"),
     ({"to": 28}, "bfloat16", "UnsupportedOpError", "float6e3m2"),
     ({"to": 99}, "float32", "InvalidModelError", "'to'"),
     ({}, "float32", "InvalidModelError", "'to'"),

@@ -20,7 +20,7 @@ test_cpu_matches_reference, test_reference_matches_onnx_reference, test_webgpu_m
     ("BitShift", {"direction": "LEFT"}, ["int8", "int8"], 11, "InvalidModelError", "opset 28"),
     ("And", {}, ["int32", "int32"], 7, "InvalidModelError", "int32"),
     ("Where", {}, ["int32", "float32", "float32"], 16, "InvalidModelError", "bool"),
-    ("Equal", {}, ["uint64", "uint64"], 19, "UnsupportedOpError", "uint64"),
+    ("Equal", {}, ["uint4", "uint4"], 21, "UnsupportedOpError", "uint4"),
 ])
 def test_invalid_attributes_and_dtypes_are_rejected(op_type: str, attrs: dict, dtypes: list,
                                                     opset: int, error: str, match: str) -> None:

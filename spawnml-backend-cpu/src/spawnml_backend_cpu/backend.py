@@ -58,7 +58,7 @@ class CPUBackend(Backend):
     source_suffix = "py"
 
     def renderer_for(self, kernel: KernelIR) -> NumpyRenderer:
-        return NumpyRenderer()
+        return NumpyRenderer(self.storage_dtype)
 
     def build(self, kernel: KernelIR, source: str, renderer: NumpyRenderer) -> NumpyProgram:
         return renderer.program(kernel, source)
@@ -76,10 +76,7 @@ class CPUBackend(Backend):
         n = k.output.size
         if n == 0:
             return _nothing
-        out_dt = k.output.dtype.numpy
-        out = output.handle[: n * out_dt.itemsize].view(out_dt)
-        ins = [b.handle[: s.size * s.dtype.numpy.itemsize].view(s.dtype.numpy)
-               for b, s in zip(inputs, k.inputs)]  # fmt: skip
+        out, ins = program.views(output.handle, [b.handle for b in inputs])
         shape = k.output.shape
         if not shape:
 

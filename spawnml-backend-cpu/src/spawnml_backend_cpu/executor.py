@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from spawnml.dtypes import DType
 from spawnml.kernel import dump, ir
 from spawnml.kernel.render import Renderer
 from spawnml.kernel.traits import TargetTraits, table
@@ -21,10 +22,13 @@ _MAX_LANES = 1 << 22
 
 
 class NumpyProgram:
-    """A compiled kernel: the generated function plus the chunking plan."""
+    """A compiled kernel: the generated function plus the chunking plan. ``storage_dtype``
+    is how the backend stores each dtype (bfloat16 as uint16 bits): buffers are viewed so."""
 
-    def __init__(self, kernel: ir.KernelIR, source: str, fn: object, max_trip: int) -> None:
+    def __init__(self, kernel: ir.KernelIR, source: str, fn: object, max_trip: int,
+                 storage_dtype: Callable[[DType], DType] = lambda dt: dt) -> None:
         self.kernel = kernel
+        self.storage_dtype = storage_dtype
         self.source = source
         self.fn = fn
         shape = kernel.output.shape
@@ -39,15 +43,9 @@ class NumpyProgram:
 
     def run(self, out_buffer: np.ndarray, in_buffers: Sequence[np.ndarray]) -> None:
         k = self.kernel
-        n = k.output.size
-        if n == 0:
+        if k.output.size == 0:
             return
-        out_dt = k.output.dtype.numpy
-        out = out_buffer[: n * out_dt.itemsize].view(out_dt)
-        ins = [
-            b[: s.size * s.dtype.numpy.itemsize].view(s.dtype.numpy)
-            for b, s in zip(in_buffers, k.inputs)
-        ]
+        out, ins = self.views(out_buffer, in_buffers)
         shape = k.output.shape
         with np.errstate(all="ignore"):
             if not shape:
@@ -57,6 +55,18 @@ class NumpyProgram:
                 for r0 in range(0, shape[self.axis], self.rows):
                     r1 = min(shape[self.axis], r0 + self.rows)
                     self._chunk(out, ins, lead, r0, r1)
+
+    def view(self, buffer: np.ndarray, spec: ir.BufferSpec) -> np.ndarray:
+        """The elements of ``spec`` in a byte buffer, typed as the backend stores them."""
+        dt = self.storage_dtype(spec.dtype).numpy
+        return buffer[: spec.size * dt.itemsize].view(dt)
+
+    def views(self, out_buffer: np.ndarray, in_buffers: Sequence[np.ndarray]
+              ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The output's and the inputs' typed views of their byte buffers."""
+        k = self.kernel
+        ins = [self.view(b, s) for b, s in zip(in_buffers, k.inputs)]
+        return self.view(out_buffer, k.output), ins
 
     def _chunk(
         self, out: np.ndarray, ins: list[np.ndarray], lead: tuple[int, ...], r0: int, r1: int
@@ -73,8 +83,8 @@ class NumpyRenderer(Renderer):
 
     name = "numpy"
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, storage_dtype: Callable[[DType], DType] = lambda dt: dt) -> None:
+        super().__init__(storage_dtype)
         self.generated: Generated | None = None
 
     @property  # type: ignore[override]
@@ -100,7 +110,8 @@ class NumpyRenderer(Renderer):
                 else t.numpy.type(float(value))
             )
         exec(compile(source, f"<spawnml kernel {kernel.key}>", "exec"), namespace)
-        return NumpyProgram(kernel, source, namespace["kernel"], gen.max_trip)
+        return NumpyProgram(kernel, source, namespace["kernel"], gen.max_trip,
+                            self.storage_dtype)
 
 
 def compile_numpy(kernel: ir.KernelIR) -> NumpyProgram:

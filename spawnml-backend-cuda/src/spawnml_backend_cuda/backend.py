@@ -29,7 +29,7 @@ from .runtime import Runtime, runtime
 CAPABILITIES = Capabilities(
     dtypes=frozenset({
         DType.float32, DType.float16, DType.int8, DType.int16, DType.int32, DType.int64,
-        DType.uint8, DType.uint16, DType.uint32,
+        DType.uint8, DType.uint16, DType.uint32, DType.uint64,
     }),
     float16_arithmetic=False,
     max_buffer_bytes=1 << 40,  # the runtime replaces this with the device's memory size

@@ -25,7 +25,7 @@ from .runtime import Runtime, build, runtime
 # int8/16 and bool (as uchar) are stored natively; uint64/float64 have no kernel type.
 _DTYPES = frozenset({
     DType.float32, DType.float16, DType.int8, DType.int16, DType.int32, DType.int64,
-    DType.uint8, DType.uint16, DType.uint32,
+    DType.uint8, DType.uint16, DType.uint32, DType.uint64,
 })
 _WORK_GROUP = 256  # PoCL vectorises across a work-group; GPUs like 64-256 too
 

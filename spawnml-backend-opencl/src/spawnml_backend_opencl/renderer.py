@@ -36,12 +36,14 @@ class OpenCLRenderer(CStyleRenderer):
     name = "opencl"
     type_names: ClassVar[dict[ScalarType, str]] = {
         **CStyleRenderer.type_names, ScalarType.u32: "uint", ScalarType.i64: "long",
+        ScalarType.u64: "ulong",
     }
     storage_names: ClassVar[dict[DType, str]] = {
         **CStyleRenderer.storage_names, DType.uint32: "uint", DType.int64: "long",
+        DType.uint64: "ulong",
         DType.int8: "char", DType.uint8: "uchar", DType.uint16: "ushort",
     }
-    i64_suffix = "L"
+    i64_suffix, u64_suffix = "L", "UL"
     kernel_prefix, buffer_prefix, gid_expr = "__kernel void", "__global ", "get_global_id(0)"
     half_load = "vload_half({index}, {ptr})"
     half_store = "vstore_half_rte({value}, {index}, {ptr});"

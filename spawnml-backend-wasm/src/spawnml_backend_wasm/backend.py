@@ -29,6 +29,7 @@ _NATIVE = frozenset(
         DType.int32,
         DType.uint32,
         DType.int64,
+        DType.uint64,
         DType.int16,
         DType.uint16,
         DType.int8,

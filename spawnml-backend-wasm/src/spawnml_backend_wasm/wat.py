@@ -30,7 +30,8 @@ from spawnml.kernel.traits import TargetTraits
 from spawnml.kernel.types import ScalarType
 
 T = ScalarType
-VAL = {T.bool: "i32", T.i32: "i32", T.u32: "i32", T.i64: "i64", T.f32: "f32", T.f16: "f32"}
+VAL = {T.bool: "i32", T.i32: "i32", T.u32: "i32", T.i64: "i64", T.u64: "i64", T.f32: "f32",
+       T.f16: "f32"}
 
 # storage dtype -> (load op, store op, log2 of the element size)
 MEMORY_OPS: dict[DType, tuple[str, str, int]] = {
@@ -38,6 +39,7 @@ MEMORY_OPS: dict[DType, tuple[str, str, int]] = {
     DType.int32: ("i32.load", "i32.store", 2),
     DType.uint32: ("i32.load", "i32.store", 2),
     DType.int64: ("i64.load", "i64.store", 3),
+    DType.uint64: ("i64.load", "i64.store", 3),
     DType.int16: ("i32.load16_s", "i32.store16", 1),
     DType.uint16: ("i32.load16_u", "i32.store16", 1),
     DType.int8: ("i32.load8_s", "i32.store8", 0),
@@ -174,14 +176,13 @@ def float_const(v: float) -> str:
 def const_text(value: bool | int | float, t: ScalarType) -> str:
     if t.is_float:
         return f"(f32.const {float_const(float(value))})"
-    if t == T.i64:
-        return f"(i64.const {int(value)})"
+    bits = 64 if VAL[t] == "i64" else 32
     v = int(value)
-    return f"(i32.const {v - (1 << 32) if v >= 1 << 31 else v})"
+    return f"({VAL[t]}.const {v - (1 << bits) if v >= 1 << (bits - 1) else v})"
 
 
 def _unsigned(t: ScalarType) -> bool:
-    return t in (T.u32, T.bool)
+    return t in (T.u32, T.u64, T.bool)
 
 
 def cast_ops(src: ScalarType, dst: ScalarType) -> list[str]:
@@ -191,19 +192,18 @@ def cast_ops(src: ScalarType, dst: ScalarType) -> list[str]:
         raise AssertionError("casts to bool are rendered as comparisons")
     if VAL[s] == VAL[d] and not (s.is_float != d.is_float):
         return []
+    sign = "u" if _unsigned(s) else "s"
     if d.is_float:
-        if s == T.i64:
-            return ["f32.convert_i64_s"]
-        return ["f32.convert_i32_u" if _unsigned(s) else "f32.convert_i32_s"]
+        return [f"f32.convert_{VAL[s]}_{sign}"]
     if s.is_float:
-        if d == T.i64:
-            return ["i64.trunc_sat_f32_s"]
+        if VAL[d] == "i64":
+            return [f"i64.trunc_sat_f32_{'u' if _unsigned(d) else 's'}"]
         if d == T.u32:  # wraps like numpy for values in int64 range
             return ["i64.trunc_sat_f32_s", "i32.wrap_i64"]
         return ["i32.trunc_sat_f32_s"]
-    if d == T.i64:
-        return ["i64.extend_i32_u" if _unsigned(s) else "i64.extend_i32_s"]
-    return ["i32.wrap_i64"]  # i64 -> i32/u32
+    if VAL[d] == "i64":  # C: a 32-bit value widens by its own signedness
+        return [f"i64.extend_i32_{sign}"]
+    return ["i32.wrap_i64"]  # i64/u64 -> i32/u32
 
 
 class WasmRenderer(Renderer):
@@ -358,7 +358,7 @@ class WasmRenderer(Renderer):
         i, stop = self.temp(vt), self.temp(vt)
         self.labels += 1
         b, lp = f"$b{self.labels}", f"$l{self.labels}"
-        sign = "" if s.var.type == T.i64 else ("_u" if _unsigned(s.var.type) else "_s")
+        sign = "_u" if _unsigned(s.var.type) else "_s"
         done = f"{vt}.ge{sign}" if s.step > 0 else f"{vt}.le{sign}"
         return [
             f"(local.set {i} {self.expr(s.start)})",
@@ -377,7 +377,7 @@ class WasmRenderer(Renderer):
         storage = self.storage_dtype(k.output.dtype)
         _, op, shift = MEMORY_OPS[storage]
         text = self.expr(value)
-        if value.type == T.i64 and not op.startswith("i64"):
+        if VAL[value.type] == "i64" and not op.startswith("i64"):
             text = f"(i32.wrap_i64 {text})"
         where = "(local.get $gid)" if index is None else self.clamp(
             self.expr(index), k.output.size)

@@ -19,6 +19,7 @@ import numpy as np
 from .dtypes import DType, dtype as as_dtype
 from .errors import InvalidInputError, KernelCompileError, OutOfMemoryError
 from .memory import BufferPool
+from .storage import from_storage, lowered_storage, to_storage
 
 if TYPE_CHECKING:
     from .kernel.ir import KernelIR
@@ -67,9 +68,6 @@ class Capabilities:
     max_buffer_bytes: int = 1 << 31
     max_kernel_inputs: int = 64
     extras: dict[str, Any] = field(default_factory=dict)
-
-
-_INT32 = np.iinfo(np.int32)
 
 
 class Buffer:
@@ -322,19 +320,9 @@ class Backend(abc.ABC):
 
             raise HostOnly(f"backend {self.name!r} stores no string tensors: ops on strings "
                            "run on the host")
-        native = self.capabilities.dtypes
-        if dt in native:
-            return dt
-        if dt is DType.int64 and DType.int32 in native:
-            return DType.int32
-        if dt in (DType.float16, DType.float64) and DType.float32 in native:
-            return DType.float32
-        if dt is DType.bool:
-            for alt in (DType.uint8, DType.uint32, DType.int32):
-                if alt in native:
-                    return alt
-        if dt in (DType.int8, DType.int16, DType.uint8, DType.uint16) and DType.int32 in native:
-            return DType.int32
+        storage = lowered_storage(dt, self.capabilities.dtypes)
+        if storage is not None:
+            return storage
         raise InvalidInputError(f"backend {self.name!r} cannot store dtype {dt}")
 
     def upload(self, array: np.ndarray, buffer: Buffer | None = None) -> Buffer:
@@ -342,14 +330,7 @@ class Backend(abc.ABC):
         array = np.asarray(array)
         storage = self.storage_dtype(as_dtype(array.dtype))
         if storage.numpy != array.dtype:
-            if array.dtype == np.int64 and storage is DType.int32 and array.size:
-                lo, hi = int(array.min()), int(array.max())
-                if lo < _INT32.min or hi > _INT32.max:
-                    raise InvalidInputError(
-                        f"{self.name} stores int64 as int32, but the tensor holds values in "
-                        f"[{lo}, {hi}], outside the int32 range"
-                    )
-            array = array.astype(storage.numpy)
+            array = to_storage(array, storage, self.name)
         data = np.ascontiguousarray(array)
         if buffer is None:
             buffer = self.alloc(data.nbytes)
@@ -385,5 +366,5 @@ class Backend(abc.ABC):
         raw = self._read(buffer.handle, nbytes) if nbytes else np.zeros(0, np.uint8)
         host = raw.view(storage.numpy).reshape(tuple(shape))
         if storage is not dt:
-            host = host.astype(dt.numpy)
+            host = from_storage(host, storage, dt)
         return host

@@ -102,5 +102,5 @@ def test_missing_and_unknown_constants():
 def test_unsupported_dtype_is_rejected():
     from spawnml.testing.suite_kernels import relu
 
-    with pytest.raises(KernelTypeError, match="bfloat16"):
-        relu.specialize([((4,), "bfloat16")], F32)
+    with pytest.raises(KernelTypeError, match="float8_e4m3fn"):
+        relu.specialize([((4,), "float8_e4m3fn")], F32)

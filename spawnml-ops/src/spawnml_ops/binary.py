@@ -30,8 +30,9 @@ from .unary_base import FLOATS, NUMERIC, sample
 
 # ruff: noqa: F821  (intrinsics such as fmod, pow, truncdiv are resolved by the kernel front end)
 
-_CASE_DTYPES = (DType.float16, DType.float64, DType.int8, DType.int16, DType.int32, DType.int64,
-                DType.uint8, DType.uint16, DType.uint32, DType.bool)
+_CASE_DTYPES = (DType.float16, DType.bfloat16, DType.float64, DType.int8, DType.int16,
+                DType.int32, DType.int64, DType.uint8, DType.uint16, DType.uint32, DType.uint64,
+                DType.bool)
 
 
 def sample_pair(dt: DType, lo: float, hi: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -315,7 +316,7 @@ class Pow(BinaryOp):
     op_type = "Pow"
     since_version = 7
     dtypes = (*FLOATS, DType.int32, DType.int64)
-    exponent_dtypes: ClassVar[tuple[DType, ...]] = tuple(d for d in NUMERIC if d != DType.uint64)
+    exponent_dtypes: ClassVar[tuple[DType, ...]] = NUMERIC
     tol: ClassVar[dict[str, float]] = {"rtol": 1e-5, "atol": 1e-6}
 
     def check(self, node: Node, inputs: Sequence[TensorInfo | None]) -> DType:

@@ -3,8 +3,8 @@
 float64 is computed as f32 (kernels have no double); float -> integer truncates toward zero
 and out-of-range values are unspecified, as in C. Casts from or to the narrow types
 (bfloat16, float8, float4, int4, int2) and to or from string run on the host
-(``exotic_cast``, ``string_cast``); complex, float6 and uint64 raise UnsupportedOpError
-naming the dtype.
+(``exotic_cast``, ``string_cast``); complex and float6 raise UnsupportedOpError naming the
+dtype.
 """
 
 
@@ -27,7 +27,7 @@ from .unary_base import sample
 
 # TensorProto codes of element types Cast does not support, named for error messages.
 _UNSUPPORTED_CODES = {
-    0: "undefined", 13: "uint64", 14: "complex64", 15: "complex128",
+    0: "undefined", 14: "complex64", 15: "complex128",
     27: "float6e2m3", 28: "float6e3m2",
 }
 _ROUND_MODES = ("up", "down", "nearest")

@@ -109,15 +109,15 @@ def ternary_map(a: Tensor, b: Tensor, c: Tensor, out: Output, fn: Helper):
 # ------------------------------------------------------------------- dtypes and variadics
 
 KERNEL_DTYPES = frozenset(
-    {DType.float32, DType.float16, DType.float64, DType.int8, DType.int16, DType.int32,
-     DType.int64, DType.uint8, DType.uint16, DType.uint32, DType.bool}
+    {DType.float32, DType.float16, DType.bfloat16, DType.float64, DType.int8, DType.int16,
+     DType.int32, DType.int64, DType.uint8, DType.uint16, DType.uint32, DType.uint64, DType.bool}
 )
-"""Storage dtypes kernels can read and write (uint64 and bfloat16 have no kernel type)."""
+"""Storage dtypes kernels can read and write (the narrow ONNX types have no kernel type)."""
 
 
 def check_dtype(node: Node, dt: DType, allowed: Sequence[DType] | frozenset[DType],
                 what: str = "input") -> None:
-    """Raise UnsupportedOpError for dtypes kernels cannot compute (uint64, bfloat16) and
+    """Raise UnsupportedOpError for dtypes kernels cannot compute (float8, int4...) and
     InvalidModelError for dtypes the op does not accept."""
     if dt not in KERNEL_DTYPES:
         raise UnsupportedOpError(f"{node.describe()}: {what} dtype {dt} is not supported "

@@ -35,8 +35,8 @@ from .reduce_index import OPS as INDEX_OPS
 SUM, MEAN, MAX, MIN, PROD, L1, L2, LOGSUM, LOGSUMEXP, SUMSQUARE = range(10)
 FLOAT_RESULT = (MEAN, L2, LOGSUM, LOGSUMEXP)  # computed in f32 even for integer inputs
 ONE_ELEMENT_IS_ITSELF = (SUM, MEAN, MAX, MIN, PROD, LOGSUMEXP)  # reducing no axis is a copy
-NUMERIC = (DType.float32, DType.float16, DType.float64, DType.int32, DType.int64,
-           DType.uint32, DType.uint8, DType.int8)
+NUMERIC = (DType.float32, DType.float16, DType.float64, DType.bfloat16, DType.int32,
+           DType.int64, DType.uint32, DType.uint8, DType.int8)
 
 
 @helper

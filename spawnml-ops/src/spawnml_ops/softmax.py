@@ -22,7 +22,7 @@ from spawnml.op import In, Lowering, Node, OpCase, OpDef, Out, TensorInfo
 from .axes import axis_pos, prod, rank_of, row_base, static
 from .common import normalize_axis
 
-FLOATS = (DType.float32, DType.float16, DType.float64)
+FLOATS = (DType.float32, DType.float16, DType.float64, DType.bfloat16)
 
 SOFTMAX, LOG_SOFTMAX = 0, 1
 

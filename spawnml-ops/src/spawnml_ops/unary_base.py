@@ -21,9 +21,9 @@ from spawnml.op import In, Lowering, Node, OpCase, OpDef, Out, TensorInfo
 
 from .common import check_dtype, unary_map, unary_map_params
 
-FLOATS = (DType.float32, DType.float16, DType.float64)
+FLOATS = (DType.float32, DType.float16, DType.float64, DType.bfloat16)
 SIGNED_INTS = (DType.int8, DType.int16, DType.int32, DType.int64)
-UNSIGNED_INTS = (DType.uint8, DType.uint16, DType.uint32)  # uint64: no kernel type
+UNSIGNED_INTS = (DType.uint8, DType.uint16, DType.uint32, DType.uint64)
 SIGNED = FLOATS + SIGNED_INTS
 NUMERIC = SIGNED + UNSIGNED_INTS
 

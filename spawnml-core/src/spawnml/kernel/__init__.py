@@ -17,7 +17,7 @@ from .frontend import (
     static_range,
 )
 from .launch import run_kernel
-from .types import ScalarType, boolean, f16, f32, i32, i64, u32
+from .types import ScalarType, bf16, boolean, f16, f32, i32, i64, u32, u64
 
 __all__ = [
     "Helper",
@@ -38,5 +38,7 @@ __all__ = [
     "i32",
     "u32",
     "i64",
+    "u64",
+    "bf16",
     "boolean",
 ]

@@ -71,11 +71,13 @@ class CStyleRenderer(Renderer):
     """``LIBM`` by name, for subclasses written before ``traits`` (``{**intrinsics, ...}``)."""
     type_names: ClassVar[dict[ScalarType, str]] = {
         ScalarType.bool: "bool", ScalarType.i32: "int", ScalarType.u32: "unsigned int",
-        ScalarType.i64: "long long", ScalarType.f16: "half", ScalarType.f32: "float",
+        ScalarType.i64: "long long", ScalarType.u64: "unsigned long long",
+        ScalarType.f16: "half", ScalarType.f32: "float",
     }
     storage_names: ClassVar[dict[DType, str]] = {
         DType.float32: "float", DType.float16: "half", DType.int32: "int",
-        DType.uint32: "unsigned int", DType.int64: "long long", DType.bool: "unsigned char",
+        DType.uint32: "unsigned int", DType.int64: "long long",
+        DType.uint64: "unsigned long long", DType.bool: "unsigned char",
         DType.int8: "signed char", DType.uint8: "unsigned char", DType.int16: "short",
         DType.uint16: "unsigned short",
     }
@@ -83,6 +85,7 @@ class CStyleRenderer(Renderer):
     gid_name: ClassVar[str] = "gid"
     out_name: ClassVar[str] = "out"
     i64_suffix: ClassVar[str] = "LL"
+    u64_suffix: ClassVar[str] = "ULL"
     i32_suffix: ClassVar[str] = ""
     i32_min: ClassVar[str] = "(-2147483647 - 1)"
     float_suffix: ClassVar[dict[ScalarType, str]] = {ScalarType.f32: "f"}
@@ -143,6 +146,8 @@ class CStyleRenderer(Renderer):
     def int_literal(self, v: int, t: ScalarType) -> str:
         if t == ScalarType.u32:
             return f"{v}u"
+        if t == ScalarType.u64:
+            return f"{v}{self.u64_suffix}"
         if t == ScalarType.i64:
             s = self.i64_suffix
             return f"{v}{s}" if v != -(2**63) else f"(-9223372036854775807{s} - 1)"

@@ -3,7 +3,9 @@
 Which passes run is decided by the target's :class:`~spawnml.kernel.traits.TargetTraits`:
 
 1. types the target lacks: f16 computed as f32 (rounded with ``round_f16`` on every cast to
-   f16 and on storing an f16 result into f32 storage), i64 computed as i32;
+   f16 and on storing an f16 result into f32 storage), bf16 always computed as f32 (rounded
+   with ``round_bf16``; read and written as its 16 bits where the backend stores it so, see
+   ``bf16_memory``), i64 computed as i32 and u64 as u32;
 2. target fixes: C-style ``%`` where ``%`` is unreliable, NaN-correct ``!=`` and
    ``bool(float)`` where comparisons are ordered, then the target's own rules;
 3. polyfill expansion: every intrinsic the target lacks becomes a call of a helper function
@@ -25,15 +27,16 @@ from ..errors import KernelCompileError
 from . import ir
 from .ir import Op
 from .polyfills import required_functions
-from .rewrite import PatternMatcher, rewrite_body, rewrite_function, rewrite_kernel
+from .rewrite import PatternMatcher, Rule, rewrite_body, rewrite_function, rewrite_kernel
 from .traits import TargetTraits
 from .types import ScalarType
 
-F16, F32, I32, I64, U32, BOOL = (
-    ScalarType.f16, ScalarType.f32, ScalarType.i32, ScalarType.i64, ScalarType.u32,
-    ScalarType.bool,
+F16, BF16, F32, I32, I64, U32, U64, BOOL = (
+    ScalarType.f16, ScalarType.bf16, ScalarType.f32, ScalarType.i32, ScalarType.i64,
+    ScalarType.u32, ScalarType.u64, ScalarType.bool,
 )
-_I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
+_NARROWED = {I64: I32, U64: U32}
+"""64-bit integer types and the 32-bit types they are computed as without int64."""
 
 
 def _retype(src: ScalarType, dst: ScalarType) -> PatternMatcher:
@@ -50,40 +53,62 @@ def _retype(src: ScalarType, dst: ScalarType) -> PatternMatcher:
     return PatternMatcher([(ir.Cast, cast), (ir.Expr, other)])
 
 
+def _rounded(fn: str, x: ir.Expr) -> ir.Call:
+    """``fn`` (``round_f16``, ``round_bf16``) of ``x`` as f32: the nearest narrow value."""
+    return ir.Call(F32, fn, (x if x.type == F32 else ir.Cast(F32, x),))
+
+
 def _round_f16(x: ir.Expr) -> ir.Call:
-    return ir.Call(F32, "round_f16", (x if x.type == F32 else ir.Cast(F32, x),))
+    return _rounded("round_f16", x)
+
+
+def _emulate_float(t: ScalarType, value: Callable[[float], float], fn: str) -> PatternMatcher:
+    """A narrow float type ``t`` computed as f32: constants take their value of type ``t``
+    (``value``), casts to ``t`` round with the polyfill ``fn``."""
+
+    def const(e: ir.Const) -> ir.Expr | None:
+        return ir.Const(F32, value(e.value)) if e.type == t else None
+
+    def cast(e: ir.Cast) -> ir.Expr | None:
+        return _rounded(fn, e.x) if e.type == t else None
+
+    return PatternMatcher([(ir.Const, const), (ir.Cast, cast)]) + _retype(t, F32)
 
 
 def emulate_f16() -> PatternMatcher:
     """f16 computed as f32: constants take their float16 value, casts to f16 round."""
+    return _emulate_float(F16, lambda v: float(np.float16(v)), "round_f16")
 
-    def const(e: ir.Const) -> ir.Expr | None:
-        return ir.Const(F32, float(np.float16(e.value))) if e.type == F16 else None
 
-    def cast(e: ir.Cast) -> ir.Expr | None:
-        return _round_f16(e.x) if e.type == F16 else None
-
-    return PatternMatcher([(ir.Const, const), (ir.Cast, cast)]) + _retype(F16, F32)
+def emulate_bf16() -> PatternMatcher:
+    """bf16 computed as f32: constants take their bfloat16 value (ml_dtypes: nearest, ties
+    to even), casts to bf16 round with ``round_bf16``."""
+    bfloat16 = DType.bfloat16.numpy.type
+    return _emulate_float(BF16, lambda v: float(bfloat16(v)), "round_bf16")
 
 
 def int64_as_int32(traits: TargetTraits) -> PatternMatcher:
-    """i64 computed as i32 (tensors are range-checked on upload); constants beyond i32
-    saturate (sentinels such as INT64_MAX) or refuse the kernel, as the target declares."""
+    """i64 computed as i32 and u64 as u32 (tensors are range-checked on upload); constants
+    beyond the 32-bit type saturate (sentinels such as INT64_MAX) or refuse the kernel, as
+    the target declares."""
 
     def const(e: ir.Const) -> ir.Expr | None:
-        if e.type != I64:
+        narrow = _NARROWED.get(e.type)
+        if narrow is None:
             return None
+        info = np.iinfo(narrow.numpy)
+        lo, hi = int(info.min), int(info.max)
         v = int(e.value)
-        if not _I32_MIN <= v <= _I32_MAX:
+        if not lo <= v <= hi:
             if traits.int64_constants == "error":
                 raise KernelCompileError(
                     f"{traits.name} has no 64-bit integers: the constant {v} does not fit the "
-                    f"int32 that {e.type} values are lowered to"
+                    f"{narrow.numpy} that {e.type} values are lowered to"
                 )
-            v = min(max(v, _I32_MIN), _I32_MAX)
-        return ir.Const(I32, v)
+            v = min(max(v, lo), hi)
+        return ir.Const(narrow, v)
 
-    return PatternMatcher([(ir.Const, const)]) + _retype(I64, I32)
+    return PatternMatcher([(ir.Const, const)]) + _retype(I64, I32) + _retype(U64, U32)
 
 
 def c_remainder() -> PatternMatcher:
@@ -119,9 +144,12 @@ def nan_comparisons() -> PatternMatcher:
 
 
 def type_passes(traits: TargetTraits) -> PatternMatcher:
+    """The rewrites computing the types ``traits`` lacks with the types it has."""
     pm = PatternMatcher()
     if not traits.f16_arithmetic:
         pm = pm + emulate_f16()
+    if not traits.bf16_arithmetic:
+        pm = pm + emulate_bf16()
     if not traits.int64:
         pm = pm + int64_as_int32(traits)
     return pm
@@ -153,6 +181,52 @@ def _round_returns(k: ir.KernelIR, storage_dtype: Callable[[DType], DType]) -> i
     return dataclasses.replace(k, body=rewrite_body(k.body, rounding))
 
 
+def bf16_in_bits(storage_dtype: Callable[[DType], DType]) -> bool:
+    """Whether bfloat16 tensors are stored as their 16 bits (in uint16 words; otherwise
+    they are stored as f32 holding bfloat16 values)."""
+    storage = storage_dtype(DType.bfloat16)
+    if storage is DType.uint16:
+        return True
+    if storage is DType.float32:
+        return False
+    raise KernelCompileError(f"bfloat16 tensors stored as {storage}: kernels read bfloat16 "
+                             "only as uint16 bits or float32")
+
+
+def bf16_memory(k: ir.KernelIR, storage_dtype: Callable[[DType], DType]) -> ir.KernelIR:
+    """Reads and writes of bfloat16 tensors (their values computed as f32, ``emulate_bf16``).
+
+    Stored as 16 bits: a read widens the bits (``bits << 16`` is the f32 of the same value),
+    a result is stored as the bits of the nearest bfloat16 (``bf16_bits``, ties to even).
+    Stored as f32: a result is rounded to its bfloat16 value (``round_bf16``)."""
+    ins = [i for i, b in enumerate(k.inputs) if b.dtype is DType.bfloat16]
+    out = k.output.dtype is DType.bfloat16
+    if not ins and not out:
+        return k
+    bits = bf16_in_bits(storage_dtype)
+    rules: list[Rule] = []
+    if bits and ins:
+        rules.append((ir.Load, lambda e: _widen_bf16(e) if e.buffer in ins else None))
+    if out:
+        fn = "bf16_bits" if bits else "round_bf16"
+        rules.append(((ir.Return, ir.Store), lambda s: _store_bf16(s, fn)))
+    return rewrite_kernel(k, PatternMatcher(rules, once=True))
+
+
+def _widen_bf16(e: ir.Load) -> ir.Expr:
+    """The f32 value of a bfloat16 read as its 16 bits."""
+    word = ir.Cast(U32, dataclasses.replace(e, type=I32))
+    return ir.Bitcast(F32, ir.Binary(U32, Op.SHL, word, ir.Const(U32, 16)))
+
+
+def _store_bf16(s: ir.Return | ir.Store, fn: str) -> ir.Stmt | None:
+    """A result stored as bfloat16: ``fn`` (its bits, or its rounded f32 value) of it."""
+    v = s.value
+    if isinstance(v, ir.Call) and v.fn == fn:
+        return None
+    return dataclasses.replace(s, value=ir.Call(I32 if fn == "bf16_bits" else F32, fn, (v,)))
+
+
 Slots = tuple[tuple[tuple[int, int], ...], tuple[ir.BufferSpec, ...]]
 
 
@@ -168,6 +242,8 @@ def lower(
     lowered = rewrite_kernel(k, types)
     if not traits.f16_arithmetic:
         lowered = _round_returns(lowered, storage_dtype)
+    if not traits.bf16_arithmetic:
+        lowered = bf16_memory(lowered, storage_dtype)
     lowered = rewrite_kernel(lowered, fixes)
 
     def prepare(f: ir.Function) -> ir.Function:  # a polyfill goes through the same passes
@@ -182,8 +258,10 @@ def lower(
 def _lowered_type(t: ScalarType, traits: TargetTraits) -> ScalarType:
     if t == F16 and not traits.f16_arithmetic:
         return F32
-    if t == I64 and not traits.int64:
-        return I32
+    if t == BF16 and not traits.bf16_arithmetic:
+        return F32
+    if t in _NARROWED and not traits.int64:
+        return _NARROWED[t]
     return t
 
 

@@ -62,6 +62,11 @@ def abs_num(x):
 
 
 @helper
+def abs_unsigned(x):
+    return x
+
+
+@helper
 def sign_float(x):
     return x if isnan(x) else cast_like(x > 0.0, x) - cast_like(x < 0.0, x)
 
@@ -171,7 +176,7 @@ POLYFILLS: dict[_Key, Helper] = {
     ("erf", "float"): erf,
     ("min", "float"): min_float, ("max", "float"): max_float,
     ("min", "int"): min_int, ("max", "int"): max_int,
-    ("abs", "num"): abs_num,
+    ("abs", "unsigned"): abs_unsigned, ("abs", "num"): abs_num,
     ("sign", "float"): sign_float, ("sign", "int"): sign_int,
     ("truncdiv", "signed"): truncdiv_signed, ("truncmod", "signed"): truncmod_signed,
     ("floordiv", "signed"): floordiv_signed, ("floormod", "signed"): floormod_signed,

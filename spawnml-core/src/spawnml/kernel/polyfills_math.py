@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from .frontend import helper
 from .polyfills import register_polyfill
-from .types import f32, i32
+from .types import f32, i32, u32
 
 # fmt: off
 # ruff: noqa: F821  (intrinsics such as floor, isnan are resolved by the kernel front end)
@@ -343,6 +343,21 @@ def round_f16(x):
     return x if isnan(x) else bitcast(bitcast(r, i32) | sign, f32)
 
 
+@helper
+def bf16_bits(x):
+    """The 16 bits of the bfloat16 nearest to f32 ``x`` (ties to even, as ml_dtypes rounds;
+    beyond the largest bfloat16 rounds to inf), in an i32; NaN stays a quiet NaN."""
+    b = bitcast(x, u32)
+    nearest = (b + 0x7FFF + ((b >> 16) & 1)) >> 16
+    return cast(((b >> 16) | 0x40) if isnan(x) else nearest, i32)
+
+
+@helper
+def round_bf16(x):
+    """The bfloat16 value nearest to f32 ``x`` (ties to even), as an f32."""
+    return bitcast(cast(bf16_bits(x), u32) << 16, f32)
+
+
 # fmt: on
 
 for _name, _fn in {
@@ -350,6 +365,6 @@ for _name, _fn in {
     "sin": sin_f32, "cos": cos_f32, "tan": tan_f32, "asin": asin_f32, "acos": acos_f32,
     "atan": atan_f32, "atan2": atan2_f32, "sinh": sinh_f32, "cosh": cosh_f32,
     "tanh": tanh_f32, "asinh": asinh_f32, "acosh": acosh_f32, "atanh": atanh_f32,
-    "pow": pow_f32, "round_f16": round_f16,
+    "pow": pow_f32, "round_f16": round_f16, "bf16_bits": bf16_bits, "round_bf16": round_bf16,
 }.items():
     register_polyfill(_name, "float", _fn)

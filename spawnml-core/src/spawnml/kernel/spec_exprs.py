@@ -191,7 +191,7 @@ class ExpressionSpecializer:
                 raise self.err(node, f"'not' needs a bool, found {x.type}; compare explicitly")
             return ir.Unary(ScalarType.bool, "not", x)
         if isinstance(op, ast.USub):
-            if x.type in (ScalarType.bool, ScalarType.u32):
+            if x.type == ScalarType.bool or (x.type.is_int and not x.type.is_signed):
                 raise self.err(node, f"cannot negate a {x.type}")
             if isinstance(x, ir.Const):
                 return ir.Const(x.type, -x.value)
@@ -390,8 +390,8 @@ class ExpressionSpecializer:
             if t is None:
                 raise self.err(
                     node,
-                    f"{name}: {_describe(args[1])} is not a type (f32, f16, i32, "
-                    "u32, i64, boolean or x.dtype)",
+                    f"{name}: {_describe(args[1])} is not a type (f32, f16, bf16, i32, "
+                    "u32, i64, u64, boolean or x.dtype)",
                 )
             return self.cast(args[0], t, node) if name == "cast" else self.bitcast(args[0], t, node)
         return self.intrinsic(name, args, node)

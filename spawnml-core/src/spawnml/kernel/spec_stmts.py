@@ -118,6 +118,7 @@ class Specializer(ExpressionSpecializer):
                 ScalarType.i32: _I32,
                 ScalarType.u32: (0, 2**32 - 1),
                 ScalarType.i64: (-(2**63), 2**63 - 1),
+                ScalarType.u64: (0, 2**64 - 1),
             }[t]
             if not lo <= v <= hi:
                 raise self.err(node, f"integer constant {v} does not fit in {t}")
@@ -155,7 +156,7 @@ class Specializer(ExpressionSpecializer):
             return True
         if isinstance(e, ir.Var):
             return e.name in self.nonneg
-        if e.type == ScalarType.u32:
+        if e.type.is_int and not e.type.is_signed:
             return True
         if isinstance(e, ir.Binary) and e.op in ("add", "mul", "div", "mod", "bitand", "shr"):
             return self.is_nonneg(e.a) and self.is_nonneg(e.b)

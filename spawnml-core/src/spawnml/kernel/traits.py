@@ -38,8 +38,11 @@ class TargetTraits:
     """Native intrinsics: (name, kind) -> spelling (a template of ``{0}``, ``{1}``, ``{t}``)."""
     f16_arithmetic: bool = True
     """False: f16 is computed as f32 and rounded (``round_f16``) on casts and f32 stores."""
+    bf16_arithmetic: bool = False
+    """True: bf16 is computed natively. No target does: bf16 is computed as f32, rounded
+    (``round_bf16``) on casts and stores (``spawnml.kernel.passes.bf16_memory``)."""
     int64: bool = True
-    """False: i64 is computed (and stored) as i32; see ``int64_constants``."""
+    """False: i64 is computed (and stored) as i32 and u64 as u32; see ``int64_constants``."""
     int64_constants: str = "saturate"
     """Without int64, constants beyond i32: ``"saturate"`` or ``"error"`` (refuse the kernel)."""
     c_remainder: bool = True

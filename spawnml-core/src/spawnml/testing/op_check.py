@@ -18,7 +18,9 @@ from ..execute import run_node
 from ..op import Node, OpCase, OpDef, TensorInfo
 
 F16_TOL = {"rtol": 2e-3, "atol": 2e-3}  # about one float16 ulp
+BF16_TOL = {"rtol": 2**-7, "atol": 2**-7}  # one bfloat16 ulp (8 significant bits)
 _INT32 = np.iinfo(np.int32)
+_UINT32 = np.iinfo(np.uint32)
 
 
 class OnnxReferenceUnavailable(Exception):
@@ -103,6 +105,9 @@ def unsupported_reason(backend: Backend, case: OpCase, op: OpDef | None = None) 
         if a.dtype == np.int64 and DType.int64 not in caps.dtypes and a.size:
             if a.min() < _INT32.min or a.max() > _INT32.max:
                 return f"{kind} {i} exceeds int32; {backend.name} stores int64 as int32"
+        if a.dtype == np.uint64 and DType.uint64 not in caps.dtypes and a.size:
+            if a.max() > _UINT32.max:
+                return f"{kind} {i} exceeds uint32; {backend.name} stores uint64 as uint32"
         if caps.extras.get("flushes_denormals") and a.dtype.kind == "f":
             tiny = np.finfo(np.float32).tiny
             if kind == "input" and np.any((a != 0) & (np.abs(a.astype(np.float64)) < tiny)):
@@ -111,11 +116,12 @@ def unsupported_reason(backend: Backend, case: OpCase, op: OpDef | None = None) 
 
 
 def tolerance(case: OpCase, dt: np.dtype, backend: Backend | None = None) -> dict[str, float]:
-    """The case's tolerance, widened to one f16 ulp for float16 results and to f32 precision
-    where a backend stores float64 as float32."""
+    """The case's tolerance, widened to one f16 (bfloat16) ulp for float16 (bfloat16) results
+    and to f32 precision where a backend stores float64 as float32."""
     rtol, atol = case.rtol, case.atol
-    if dt == np.float16:
-        rtol, atol = max(rtol, F16_TOL["rtol"]), max(atol, F16_TOL["atol"])
+    narrow = {np.dtype(np.float16): F16_TOL, DType.bfloat16.numpy: BF16_TOL}.get(np.dtype(dt))
+    if narrow is not None:
+        rtol, atol = max(rtol, narrow["rtol"]), max(atol, narrow["atol"])
     lowered_f64 = backend is not None and DType.float64 not in backend.capabilities.dtypes
     if lowered_f64 and dt == np.float64:
         rtol, atol = max(rtol, 1e-5), max(atol, 1e-6)
@@ -126,7 +132,7 @@ def assert_close(got: Any, expected: Any, tol: dict[str, float], what: str) -> N
     got, expected = np.asarray(got), np.asarray(expected)
     assert got.shape == expected.shape, f"{what}: shape {got.shape} != {expected.shape}"
     assert got.dtype == expected.dtype, f"{what}: dtype {got.dtype} != {expected.dtype}"
-    if expected.dtype.kind == "f":
+    if expected.dtype.kind == "f" or expected.dtype == DType.bfloat16.numpy:
         np.testing.assert_allclose(
             got.astype(np.float64), expected.astype(np.float64), equal_nan=True, err_msg=what, **tol
         )
