@@ -24,6 +24,7 @@ class EncoderConfig:
     intermediate: int = 1024
     sequence: int = 128
     max_positions: int = 512
+    dynamic: bool = False  # symbolic [batch, sequence] inputs, shapes computed in the graph
 
 
 def _layernorm(b: GraphBuilder, x: str, width: int) -> str:
@@ -43,8 +44,9 @@ def _gelu(b: GraphBuilder, x: str) -> str:
 
 def _attention(b: GraphBuilder, x: str, mask: str, cfg: EncoderConfig) -> str:
     head = cfg.hidden // cfg.heads
-    split = b.ints("split_shape", [1, cfg.sequence, cfg.heads, head])
-    merge = b.ints("merge_shape", [1, cfg.sequence, cfg.hidden])
+    lead = [0, 0] if cfg.dynamic else [1, cfg.sequence]  # 0: "copy this dim" (Reshape)
+    split = b.ints("split_shape", [*lead, cfg.heads, head])
+    merge = b.ints("merge_shape", [*lead, cfg.hidden])
 
     def heads(perm: list[int]) -> str:
         y = b.op("Reshape", [b.linear(x, cfg.hidden, cfg.hidden), split])
@@ -62,12 +64,20 @@ def _attention(b: GraphBuilder, x: str, mask: str, cfg: EncoderConfig) -> str:
 
 def bert_encoder(seed: int = 0, cfg: EncoderConfig | None = None) -> onnx.ModelProto:
     """Inputs ``input_ids``, ``attention_mask`` (int64 [1, seq]); outputs
-    ``last_hidden_state`` [1, seq, hidden] and ``pooler_output`` [1, hidden]."""
+    ``last_hidden_state`` [1, seq, hidden] and ``pooler_output`` [1, hidden]. With
+    ``cfg.dynamic`` the inputs are [batch, sequence] (symbolic) and the position ids come
+    from Shape/Range as exporters write them."""
     cfg = cfg or EncoderConfig()
     b = GraphBuilder("bert_encoder", seed)
     words = b.const("word_embeddings", b.normal((cfg.vocab, cfg.hidden), 0.5))
     positions = b.const("position_embeddings", b.normal((cfg.max_positions, cfg.hidden), 0.5))
-    position_ids = b.ints("position_ids", range(cfg.sequence))
+    if cfg.dynamic:
+        length = b.op("Gather", [b.op("Shape", ["input_ids"]),
+                                 b.const("seq_axis", np.array(1, np.int64))])  # fmt: skip
+        position_ids = b.op("Range", [b.const("zero", np.array(0, np.int64)), length,
+                                      b.const("step", np.array(1, np.int64))])  # fmt: skip
+    else:
+        position_ids = b.ints("position_ids", range(cfg.sequence))
     x = b.op(
         "Add", [b.op("Gather", [words, "input_ids"]), b.op("Gather", [positions, position_ids])]
     )
@@ -86,11 +96,11 @@ def bert_encoder(seed: int = 0, cfg: EncoderConfig | None = None) -> onnx.ModelP
 
     first = b.op("Gather", [x, b.const("cls_index", np.array(0, np.int64))], axis=1)
     pooled = b.op("Tanh", [b.linear(first, cfg.hidden, cfg.hidden)])
-    seq = [1, cfg.sequence]
+    seq: list = ["batch", "sequence"] if cfg.dynamic else [1, cfg.sequence]
     return b.model(
         [("input_ids", INT64, seq), ("attention_mask", INT64, seq)],
         [
             (x, "last_hidden_state", FLOAT, [*seq, cfg.hidden]),
-            (pooled, "pooler_output", FLOAT, [1, cfg.hidden]),
+            (pooled, "pooler_output", FLOAT, [seq[0], cfg.hidden]),
         ],
     )
