@@ -16,13 +16,16 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from .dtypes import DType
 from .errors import InvalidModelError, UnsupportedOpError
 from .kernel.frontend import Kernel
+
+if TYPE_CHECKING:
+    from .graph.ir import Graph
 
 Dim = int | str | None  # a concrete size, a symbolic name, or unknown
 
@@ -218,6 +221,15 @@ class OpDef:
     ) -> Lowering:
         """The kernel launches computing the node for these concrete shapes."""
         raise HostOnly(f"{node.describe()}: {self.op_type} has no device kernel")
+
+    def function_body(self, node: Node, inputs: Sequence[TensorInfo | None]) -> Graph | None:
+        """A function body computing this node from other operators, or None (the default:
+        the node runs itself). The session inlines the body in place of the node before
+        planning (``spawnml.graph.expand``): its inputs take the node's inputs and its outputs
+        become the node's outputs, positionally. ``inputs`` are the types the model declares
+        for the node's inputs (None where unknown). Used where a node carries graph
+        attributes that the primitive operators can express, as FlexAttention's score_mod."""
+        return None
 
     # -- helpers for subclasses -----------------------------------------------------------
     def attr(self, node: Node, name: str, default: Any = None, *, required: bool = False) -> Any:

@@ -15,8 +15,10 @@ import numpy as np
 
 from spawnml.dtypes import DType
 from spawnml.errors import UnsupportedOpError
+from spawnml.graph.ir import Graph
 from spawnml.op import In, Lowering, Node, OpCase, OpDef, Out, Ref, TensorInfo
 
+from .attention_flex import MODIFIERS, flex_body
 from .attention_kernels import MASK_BOOL, MASK_FLOAT, attn_probs, kv_concat
 from .attention_ops import OPS as BLOCK_OPS
 from .attention_plan import (
@@ -207,18 +209,20 @@ class Attention(OpDef):
 
 
 class FlexAttention(OpDef):
-    """ai.onnx.preview FlexAttention without score_mod / prob_mod graphs: softmax in
-    float32 for float16 inputs (the reference's default precision)."""
+    """ai.onnx.preview FlexAttention: softmax in float32 for float16 inputs (the reference's
+    default precision). With score_mod / prob_mod graphs the session expands the node into
+    primitive operators with the graphs inlined (``attention_flex``)."""
 
     domain = "ai.onnx.preview"
     op_type = "FlexAttention"
     since_version = 1
 
     def _check(self, node: Node, inputs) -> tuple[Operand, Operand, Operand, int]:
-        for name in ("score_mod", "prob_mod"):
+        for name in MODIFIERS:
             if name in node.attrs or name in node.subgraphs:
-                raise UnsupportedOpError(f"{node.describe()}: attribute {name!r} (a graph "
-                                         "run inside the op) is not supported")
+                raise UnsupportedOpError(f"{node.describe()}: with attribute {name!r} the node "
+                                         "runs as its expansion (OpDef.function_body), inlined by "
+                                         "the session")
         shapes = [static_shape(i) if i is not None and i.is_static else None
                   for i in inputs[:3]]
         if len(shapes) < 3 or any(s is None or len(s) != 4 for s in shapes):
@@ -233,6 +237,12 @@ class FlexAttention(OpDef):
     def infer(self, node, inputs, values) -> list[TensorInfo]:
         q, _, v, b = self._check(node, inputs)
         return [TensorInfo(inputs[2].dtype, (b, q.heads, q.seq, v.feat))]
+
+    def function_body(self, node: Node, inputs: Sequence[TensorInfo | None]) -> Graph | None:
+        """With score_mod / prob_mod graphs: primitive operators with the graphs inlined."""
+        if not any(name in node.subgraphs for name in MODIFIERS):
+            return None
+        return flex_body(node, inputs)
 
     def _scale(self, node: Node, head: int) -> float:
         scale = self.attr(node, "scale")

@@ -1,4 +1,5 @@
-"""Shape-independent graph passes run once at session creation: dead-node removal,
+"""Shape-independent graph passes run once at session creation: expansion of nodes into
+the function bodies their ops give (``expand``), dead-node removal,
 Conv+BatchNormalization folding and activation fusion. (Constant folding and shape
 inference depend on input shapes and run per shape set: see ``plan.specialise``.)"""
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .expand import expand_nodes
 from .fusion import fuse_activations
 from .ir import Graph, node_reads
 
@@ -16,6 +18,7 @@ from .ir import Graph, node_reads
 class PassReport:
     """What the passes changed."""
 
+    expanded: int = 0
     dead_nodes: int = 0
     conv_bn_folded: int = 0
     activations_fused: int = 0
@@ -90,6 +93,7 @@ def fold_conv_batchnorm(graph: Graph) -> int:
 def optimise(graph: Graph, *, fuse: bool = True) -> PassReport:
     """Run the shape-independent passes in place."""
     report = PassReport()
+    report.expanded = expand_nodes(graph)  # needed to run the nodes: done even unoptimised
     report.dead_nodes = remove_dead_nodes(graph)
     if fuse:
         report.conv_bn_folded = fold_conv_batchnorm(graph)
