@@ -20,6 +20,7 @@ FAMILIES = [
     "losses", "sampling", "signal", "misc",  # losses, grid/ROI sampling, DFT, the rest
     "text",  # string ops and TfIdfVectorizer (host: no device stores strings)
     "ml",  # the ai.onnx.ml domain: trees, linear models, scalers, encoders
+    "contrib",  # com.microsoft: onnxruntime's LLM operators (GroupQueryAttention, MatMulNBits...)
 ]
 
 
