@@ -14,6 +14,7 @@ from spawnml.kernel import cast, cast_like, f32, helper
 from spawnml.op import In, Lowering, Node, OpCase, OpDef, Out, TensorInfo
 
 from .common import binary_map, broadcast_shapes, check_dtype, copy, ternary_map, unary_map_params
+from .legacy_broadcast import Shape, channel_slope_shape, is_legacy, read_as
 from .unary_base import FLOATS, NUMERIC, UnaryOp, erf_np, sample, unary
 
 # ruff: noqa: F821  (intrinsics such as exp, tanh, erf are resolved by the kernel front end)
@@ -83,6 +84,14 @@ def _hard_swish(v):
 @helper
 def _sigmoid(v):
     return cast_like(1.0 / (1.0 + exp(-cast(v, f32))), v)
+
+
+@helper
+def _swish(v, p):
+    # x * sigmoid(alpha * x), the sigmoid rounded to the input type (as onnx.reference)
+    f = cast(v, f32)
+    sig = cast_like(1.0 / (1.0 + exp(-p[0] * f)), v)
+    return cast_like(f * cast(sig, f32), v)
 
 
 @helper
@@ -174,6 +183,9 @@ HardSwish = unary("HardSwish", 14, _hard_swish,
                   lambda x: x * np.clip(x / 6.0 + 0.5, 0.0, 1.0), domain_range=(-6.0, 6.0))
 Mish = unary("Mish", 18, _mish, lambda x: x * np.tanh(_np_softplus(x)),
              domain_range=(-10.0, 10.0), tol=_COMPOSITE_TOL)
+Swish = unary("Swish", 24, _swish, lambda x, alpha: x / (1.0 + np.exp(-alpha * x)),
+              attributes=(("alpha", 1.0),), variants=({"alpha": 1.702}, {"alpha": -0.5}),
+              domain_range=(-10.0, 10.0))
 LeakyRelu = unary("LeakyRelu", 6, _leaky_relu,
                   lambda x, alpha: np.where(x >= 0, x, x * alpha),
                   attributes=(("alpha", 0.01),), variants=({"alpha": 0.5}, {"alpha": -2.0}))
@@ -250,11 +262,18 @@ class Gelu(UnaryOp):
 
 
 class PRelu(OpDef):
-    """x if x >= 0 else slope * x; ``slope`` broadcasts to x (unidirectionally)."""
+    """x if x >= 0 else slope * x; ``slope`` broadcasts to x (unidirectionally); before
+    opset 7 a one-dimensional slope is per channel (axis 1)."""
 
     op_type = "PRelu"
-    since_version = 6
+    since_version = 1
     dtypes: ClassVar[tuple] = (*FLOATS, DType.int32, DType.int64, DType.uint32)
+
+    def slope_shape(self, node: Node, x: Shape | None, slope: Shape | None) -> Shape | None:
+        """The shape the slope is read as (:mod:`.legacy_broadcast`)."""
+        if not is_legacy(node) or x is None or slope is None:
+            return slope
+        return channel_slope_shape(self, node, x, slope)
 
     def infer(self, node: Node, inputs: Sequence[TensorInfo | None], values) -> list[TensorInfo]:
         if len(inputs) != 2 or inputs[0] is None or inputs[1] is None:
@@ -263,7 +282,7 @@ class PRelu(OpDef):
         check_dtype(node, x.dtype, self.dtypes)
         if s.dtype != x.dtype:
             raise self.fail(node, f"slope dtype {s.dtype} differs from X dtype {x.dtype}")
-        shape = broadcast_shapes(node, x.shape, s.shape)
+        shape = broadcast_shapes(node, x.shape, self.slope_shape(node, x.shape, s.shape))
         if shape is not None and x.shape is not None and len(shape) != len(x.shape):
             raise self.fail(node, f"slope shape {s.shape} does not broadcast to X {x.shape}")
         if x.shape is not None and shape is not None and any(
@@ -274,11 +293,14 @@ class PRelu(OpDef):
 
     def reference(self, node: Node, inputs) -> list[np.ndarray]:
         x, s = (np.asarray(a) for a in inputs)
+        s = s.reshape(self.slope_shape(node, x.shape, s.shape))
         return [np.where(x >= 0, x, x * s).astype(x.dtype)]
 
     def lower(self, node: Node, inputs, outputs, values) -> Lowering:
         low = Lowering()
-        low.launch(binary_map, [In(0), In(1)], Out(0), fn=_prelu)
+        x, s = inputs[0], inputs[1]
+        slope = read_as(low, 1, s.dtype, self.slope_shape(node, x.shape, s.shape), s.shape)
+        low.launch(binary_map, [In(0), slope], Out(0), fn=_prelu)
         return low
 
     def cases(self) -> list[OpCase]:
@@ -291,6 +313,9 @@ class PRelu(OpDef):
             OpCase("empty", [np.zeros((0, 4), np.float32), np.array([0.5], np.float32)]),
             OpCase("f16", [sample((3, 4), np.float16, seed=3), np.array([2.0], np.float16)]),
             OpCase("i32", [sample((3, 4), np.int32, -9, 9, 4), np.array([3], np.int32)]),
+            OpCase("legacy_channel_slope", [x, np.array([0.1, 0.2, -0.3], np.float32)],
+                   opset=6),
+            OpCase("legacy_shared_slope", [x, np.array([0.5], np.float32)], opset=6),
         ]
 
 
@@ -398,6 +423,6 @@ class Clip(OpDef):
 
 
 OPS: list[type[OpDef]] = [
-    Sigmoid, Tanh, Softplus, Softsign, HardSwish, Mish, LeakyRelu, Elu, Selu, HardSigmoid,
+    Sigmoid, Tanh, Softplus, Softsign, HardSwish, Mish, Swish, LeakyRelu, Elu, Selu, HardSigmoid,
     ThresholdedRelu, Shrink, Celu, Gelu, PRelu, Clip,
 ]

@@ -1,5 +1,6 @@
 """Binary and variadic arithmetic with numpy broadcasting: Add, Sub, Mul, Div, Mod, Pow,
-Min, Max, Sum, Mean. ``BinaryOp`` is also the base of the comparisons and logic ops."""
+Min, Max, Sum, Mean. ``BinaryOp`` is also the base of the comparisons and logic ops, and
+reads B as opsets 1-6's ``broadcast``/``axis`` attributes say (``legacy_broadcast``)."""
 
 
 from __future__ import annotations
@@ -26,6 +27,14 @@ from .common import (
     unary_map_params,
 )
 from .fused import activation_args, binary_map_act
+from .legacy_broadcast import (
+    LEGACY_UNTIL,
+    Shape,
+    is_legacy,
+    legacy_cases,
+    legacy_operand_shape,
+    read_as,
+)
 from .unary_base import FLOATS, NUMERIC, sample
 
 # ruff: noqa: F821  (intrinsics such as fmod, pow, truncdiv are resolved by the kernel front end)
@@ -59,15 +68,24 @@ class BinaryOp(OpDef):
         check_dtype(node, dt, self.dtypes)
         return self.out_dtype or dt
 
+    def operand_shape(self, node: Node, a: Shape | None, b: Shape | None) -> Shape | None:
+        """The shape B is read as: its own, or before opset 7 the one its ``broadcast`` and
+        ``axis`` attributes give it (:mod:`.legacy_broadcast`)."""
+        if not is_legacy(node) or a is None or b is None:
+            return b
+        return legacy_operand_shape(self, node, a, b)
+
     def infer(self, node: Node, inputs: Sequence[TensorInfo | None], values) -> list[TensorInfo]:
         dt = self.check(node, inputs)
-        return [TensorInfo(dt, broadcast_shapes(node, inputs[0].shape, inputs[1].shape))]
+        a, b = inputs[0].shape, inputs[1].shape  # type: ignore[union-attr]
+        return [TensorInfo(dt, broadcast_shapes(node, a, self.operand_shape(node, a, b)))]
 
     def numpy(self, node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return type(self).numpy_fn(a, b)
 
     def reference(self, node: Node, inputs) -> list[np.ndarray]:
         a, b = (np.asarray(x) for x in inputs)
+        b = b.reshape(self.operand_shape(node, a.shape, b.shape))
         out = self.out_dtype.numpy if self.out_dtype else a.dtype
         with np.errstate(all="ignore"):
             return [np.asarray(self.numpy(node, a, b)).astype(out)]
@@ -78,10 +96,12 @@ class BinaryOp(OpDef):
     def lower(self, node: Node, inputs, outputs, values) -> Lowering:
         low = Lowering()
         fn = self.helper_for(node, inputs)
+        a, b = inputs[0], inputs[1]
+        rhs = read_as(low, 1, b.dtype, self.operand_shape(node, a.shape, b.shape), b.shape)
         if fused_activation(node) is None:
-            low.launch(binary_map, [In(0), In(1)], Out(0), fn=fn)
+            low.launch(binary_map, [In(0), rhs], Out(0), fn=fn)
         else:
-            low.launch(binary_map_act, [In(0), In(1)], Out(0), fn=fn, **activation_args(node))
+            low.launch(binary_map_act, [In(0), rhs], Out(0), fn=fn, **activation_args(node))
         return low
 
     def case_attrs(self) -> list[dict[str, Any]]:
@@ -108,7 +128,16 @@ class BinaryOp(OpDef):
                  for dt in _CASE_DTYPES if dt in self.dtypes and dt != first]
         return [OpCase(f"{name}_{k}" if len(self.case_attrs()) > 1 else name, inputs,
                        dict(attrs), **tol)
-                for k, attrs in enumerate(self.case_attrs()) for name, inputs in base]
+                for k, attrs in enumerate(self.case_attrs()) for name, inputs in base
+                ] + self.legacy_cases()
+
+    def legacy_cases(self) -> list[OpCase]:
+        """Cases of the ``broadcast``/``axis`` attributes, for ops defined before opset 7."""
+        if self.since_version >= LEGACY_UNTIL:
+            return []
+        lo, hi = self.value_range
+        f = self.dtypes[0].numpy
+        return legacy_cases(lambda shape, seed: sample(shape, f, lo, hi, seed), **self.tol)
 
 
 def binary(op_type: str, since: int, fn: Helper, numpy_fn: Callable[..., np.ndarray],
@@ -251,14 +280,14 @@ def _np_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.divide(a.astype(np.float64), b)
 
 
-Add = binary("Add", 7, _add, np.add, fusable_activations=frozenset({"Relu"}))  # residuals
-Sub = binary("Sub", 7, _sub, np.subtract)
-Mul = binary("Mul", 7, _mul, np.multiply)
+Add = binary("Add", 1, _add, np.add, fusable_activations=frozenset({"Relu"}))  # residuals
+Sub = binary("Sub", 1, _sub, np.subtract)
+Mul = binary("Mul", 1, _mul, np.multiply)
 
 
 class Div(BinaryOp):
     op_type = "Div"
-    since_version = 7
+    since_version = 1
     numpy_fn = staticmethod(_np_div)
 
     def helper_for(self, node: Node, inputs: Sequence[TensorInfo | None]) -> Helper:
@@ -314,7 +343,7 @@ class Pow(BinaryOp):
     """Base and exponent may have different dtypes; the result has the base's dtype."""
 
     op_type = "Pow"
-    since_version = 7
+    since_version = 1
     dtypes = (*FLOATS, DType.int32, DType.int64)
     exponent_dtypes: ClassVar[tuple[DType, ...]] = NUMERIC
     tol: ClassVar[dict[str, float]] = {"rtol": 1e-5, "atol": 1e-6}
@@ -361,6 +390,7 @@ class Pow(BinaryOp):
                                np.array([4.0, 0.5, 2.5, 3.0], f)]),
             OpCase("i64_f32", [np.array([1, 2, 3, 9], np.int64),
                                np.array([4.0, 5.0, 6.0, 0.5], f)]),
+            *self.legacy_cases(),
         ]
 
 

@@ -16,6 +16,7 @@ from .common import broadcast_shapes, check_dtype, static_shape
 from .contraction import Contraction
 from .einsum import Einsum
 from .fused import activation_args
+from .legacy_broadcast import broadcast_flag, is_legacy, require_same_shape
 
 NUMERIC = (DType.float32, DType.float16, DType.float64, DType.int32, DType.int64,
            DType.uint32, DType.uint64, DType.bfloat16)
@@ -108,7 +109,7 @@ class Gemm(OpDef):
     """Y = alpha * A' @ B' + beta * C, C broadcast to (M, N) and optional (opset 11)."""
 
     op_type = "Gemm"
-    since_version = 6
+    since_version = 1
     fusable_activations = frozenset({"Relu"})  # integer-safe; others need float results
 
     def _check(self, node: Node, inputs) -> tuple[int | str | None, ...]:
@@ -133,6 +134,8 @@ class Gemm(OpDef):
                 for d, t in zip(c.shape[::-1], (n, m))
             )):
                 raise self.fail(node, f"C {c.shape} does not broadcast to (M, N) = {(m, n)}")
+            if is_legacy(node) and c.shape is not None and not broadcast_flag(self, node):
+                require_same_shape(self, node, c.shape, (m, n), "C", "(M, N)")
             if not a.dtype.is_float and (
                 float(self.attr(node, "alpha", 1.0)) != 1.0
                 or float(self.attr(node, "beta", 1.0)) != 1.0

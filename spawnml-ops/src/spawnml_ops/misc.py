@@ -13,6 +13,7 @@ from spawnml.op import HostOnly, In, Lowering, Node, OpCase, OpDef, Out, TensorI
 
 from .axes import axis_pos, copy_index, input_ints, prod, require_values, row_base, split3, static
 from .common import normalize_axis
+from .image_decoder import ImageDecoder
 from .misc_host import OPS as HOST_OPS
 from .misc_kv import Det, MaxUnpool, TensorScatter
 from .misc_training import OPS as TRAINING_OPS
@@ -323,4 +324,4 @@ class Col2Im(OpDef):
 
 
 OPS: list[type[OpDef]] = [BitCast, CumProd, CenterCropPad, Col2Im, TensorScatter, MaxUnpool,
-                          Det, *HOST_OPS, *TRAINING_OPS]
+                          Det, ImageDecoder, *HOST_OPS, *TRAINING_OPS]

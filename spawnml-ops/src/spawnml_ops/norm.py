@@ -1,4 +1,4 @@
-"""Normalisation: BatchNormalization (inference), InstanceNormalization, LayerNormalization,
+"""Normalisation: BatchNormalization, InstanceNormalization, LayerNormalization,
 GroupNormalization, MeanVarianceNormalization, LRN and LpNormalization.
 
 Statistics-based ops run two launches (``norm_kernels``): per-row mean and 1/std into a
@@ -15,6 +15,13 @@ from spawnml.dtypes import DType
 from spawnml.errors import UnsupportedOpError
 from spawnml.op import In, Lowering, Node, OpCase, OpDef, Out, Ref, TensorInfo
 
+from .batch_norm_training import (
+    DEFAULT_MOMENTUM,
+    lower_training,
+    training_cases,
+    training_outputs,
+    training_reference,
+)
 from .common import normalize_axis, static_shape
 from .conv_common import FLOATS, array_infos
 from .norm_kernels import (
@@ -97,16 +104,36 @@ def _standardize(x: np.ndarray, axes: tuple[int, ...], eps: float) -> tuple:
 
 
 class BatchNormalization(OpDef):
-    """Inference mode only; training_mode (running statistics outputs) is unsupported."""
+    """Inference mode, and training mode from opset 14 (``batch_norm_training``); the
+    training outputs of opsets 6-13 (saved mean/var) are unsupported."""
 
     op_type = "BatchNormalization"
     since_version = 6
 
+    def training(self, node: Node) -> bool:
+        """Whether the node normalises with batch statistics (training_mode=1)."""
+        mode = self.attr(node, "training_mode", 0)
+        if mode not in (0, 1):
+            raise self.fail(node, f"attribute 'training_mode' must be 0 or 1, got {mode!r}")
+        outputs = len([o for o in node.outputs if o])
+        if node.opset >= 14 and mode:
+            if outputs > 3:
+                raise self.fail(node, f"has {outputs} outputs; training mode gives at most 3")
+            return True
+        if mode or outputs > 1:
+            raise UnsupportedOpError(f"{node.describe()}: training outputs (mean/var) are "
+                                     "supported from opset 14 (training_mode=1) only")
+        return False
+
+    def momentum(self, node: Node) -> float:
+        momentum = self.attr(node, "momentum", DEFAULT_MOMENTUM)
+        if isinstance(momentum, bool) or not isinstance(momentum, int | float):
+            raise self.fail(node, f"attribute 'momentum' must be a float, got {momentum!r}")
+        return float(momentum)
+
     def _check(self, node: Node, inputs) -> tuple[int, ...]:
         shape = _x(self, node, inputs, 2)
-        if int(self.attr(node, "training_mode", 0)) or len(node.outputs) > 1:
-            raise UnsupportedOpError(f"{node.describe()}: training_mode (running mean/var "
-                                     "outputs) is not supported; export the model for inference")
+        self.training(node)
         # spatial=0 (opsets 7-8): one parameter per (channel, spatial position).
         spatial = node.opset >= 9 or int(self.attr(node, "spatial", 1))
         pshape = (shape[1],) if spatial else shape[1:]
@@ -116,12 +143,17 @@ class BatchNormalization(OpDef):
 
     def infer(self, node, inputs, values) -> list[TensorInfo]:
         self._check(node, inputs)
+        if self.training(node):
+            return training_outputs(inputs, len(node.outputs))
         return [inputs[0]]
 
     def reference(self, node, inputs) -> list[np.ndarray]:
         x, scale, b, mean, var = inputs[:5]
         eps = _eps(self, node)
         pshape = self._check(node, array_infos(inputs))
+        if self.training(node):
+            return training_reference(x, inputs[1:5], eps, self.momentum(node),
+                                      len(node.outputs))
         shape = (1, *pshape, *([1] * (x.ndim - 1 - len(pshape))))
         p = [np.asarray(a, np.float64).reshape(shape) for a in (scale, b, mean, var)]
         y = (x.astype(np.float64) - p[2]) / np.sqrt(p[3] + eps) * p[0] + p[1]
@@ -130,6 +162,9 @@ class BatchNormalization(OpDef):
     def lower(self, node, inputs, outputs, values) -> Lowering:
         pshape = self._check(node, inputs)
         shape = static_shape(inputs[0])
+        if self.training(node):
+            return lower_training(node, shape, _eps(self, node), self.momentum(node),
+                                  len(node.outputs))
         inner = int(np.prod(shape[1 + len(pshape):]))
         low = Lowering()
         low.launch(batch_norm, [In(0), In(1), In(2), In(3), In(4)], Out(0), param_div=inner,
@@ -149,6 +184,7 @@ class BatchNormalization(OpDef):
             OpCase("spatial0", [x[:, :, :1, :2].copy(), *(np.tile(a[:, None, None], (1, 1, 2))
                                                          for a in p)],
                    {"spatial": 0}, opset=7),
+            *training_cases(),
         ]
 
 
