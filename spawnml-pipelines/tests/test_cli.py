@@ -37,7 +37,7 @@ def test_plugin_registers_pipelines_and_commands() -> None:
                             "spawnml_register_pipelines"]
     registered: dict[str, type] = {}
     pm.hook.spawnml_register_pipelines(register=lambda task, cls: registered.setdefault(task, cls))
-    assert sorted(registered) == sorted(COMMANDS)
+    assert sorted(registered) == sorted([*COMMANDS, "text-generation"])
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -1,4 +1,5 @@
-"""spawnml's image pipelines: classification, depth, style, background removal, upscaling.
+"""spawnml's pipelines: classification, depth, style, background removal, upscaling (images)
+and text generation.
 
     from spawnml_pipelines import pipeline
     remove_bg = pipeline("remove-bg", model="isnet", backend="webgpu")
@@ -18,12 +19,13 @@ from .classify import ImageClassificationPipeline, Prediction
 from .depth import DepthEstimationPipeline, DepthResult
 from .remove_bg import BackgroundRemovalPipeline, BackgroundRemovalResult
 from .style import StyleTransferPipeline
+from .text.pipeline import TextGenerationPipeline
 from .upscale import SuperResolutionPipeline
 
 PIPELINES: dict[str, type[Pipeline]] = {
     cls.task: cls
     for cls in (ImageClassificationPipeline, DepthEstimationPipeline, StyleTransferPipeline,
-                BackgroundRemovalPipeline, SuperResolutionPipeline)
+                BackgroundRemovalPipeline, SuperResolutionPipeline, TextGenerationPipeline)
 }
 ALIASES = {
     "image-classification": "classify",
@@ -32,6 +34,7 @@ ALIASES = {
     "background-removal": "remove-bg",
     "super-resolution": "upscale",
     "image-to-image": "upscale",
+    "generate": "text-generation",
 }
 
 
@@ -54,4 +57,5 @@ __all__ = [
     "pipeline", "Pipeline", "PIPELINES", "ImageClassificationPipeline", "Prediction",
     "DepthEstimationPipeline", "DepthResult", "StyleTransferPipeline",
     "BackgroundRemovalPipeline", "BackgroundRemovalResult", "SuperResolutionPipeline",
+    "TextGenerationPipeline",
 ]

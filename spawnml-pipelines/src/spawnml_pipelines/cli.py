@@ -1,4 +1,5 @@
-"""``spawnml classify | depth | style | remove-bg | upscale``: the pipelines on the command line."""
+"""``spawnml classify | depth | style | remove-bg | upscale | generate``: the pipelines on the
+command line."""
 
 from __future__ import annotations
 
@@ -249,3 +250,7 @@ def add_commands(sub: Any) -> None:
                    help="tile overlap in input pixels (a quarter of it at each inner edge is "
                         "discarded, the rest cross-faded; default 16)")
     p.set_defaults(func=cmd_upscale)
+
+    from .text.cli import add_generate_command
+
+    add_generate_command(sub)

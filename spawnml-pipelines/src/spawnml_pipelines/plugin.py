@@ -28,7 +28,7 @@ def spawnml_register_models(register: Callable[..., None]) -> None:
 
 @hookimpl
 def spawnml_register_commands(cli: Any) -> None:
-    """Add ``spawnml classify|depth|style|remove-bg|upscale``."""
+    """Add ``spawnml classify|depth|style|remove-bg|upscale|generate``."""
     from .cli import add_commands
 
     add_commands(cli)
