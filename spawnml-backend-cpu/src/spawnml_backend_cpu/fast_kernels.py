@@ -294,10 +294,19 @@ class Gemm(CpuKernel):
 
 
 class MatMul(CpuKernel):
+    """np.matmul; an N-D input times a 2-D matrix as one 2-D product (numpy's stacked
+    matmul does not call BLAS for it: ten times slower for a [1, 1, 512] x [512, 1408]
+    decoder projection)."""
+
     op_type = "MatMul"
     since_version = 1
 
     def build(self, node, inputs, outputs, values) -> Compute:
+        a_shape, b_shape = inputs[0].shape, inputs[1].shape
+        if len(b_shape) == 2 and len(a_shape) > 2:
+            rows, k, n = int(np.prod(a_shape[:-1])), a_shape[-1], b_shape[1]
+            return lambda a, out: np.matmul(a[0].reshape(rows, k), a[1],
+                                            out=out[0].reshape(rows, n))
         return lambda a, out: np.matmul(a[0], a[1], out=out[0])
 
 

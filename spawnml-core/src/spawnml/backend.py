@@ -293,15 +293,16 @@ class Backend(abc.ABC):
             pool = self.__dict__["_pool"] = BufferPool(self._allocate, self._release)
         return pool
 
-    def alloc(self, nbytes: int) -> Buffer:
-        """A buffer of at least ``nbytes`` (contents undefined)."""
+    def alloc(self, nbytes: int, prefer: Any = None) -> Buffer:
+        """A buffer of at least ``nbytes`` (contents undefined); ``prefer``: a handle to
+        reuse if it is free in the pool (see ``BufferPool.acquire``)."""
         limit = self.capabilities.max_buffer_bytes
         if nbytes > limit:
             raise OutOfMemoryError(
                 f"{self.name}: a buffer of {nbytes} bytes exceeds this device's limit of "
                 f"{limit} bytes"
             )
-        handle, cls = self.pool.acquire(nbytes)
+        handle, cls = self.pool.acquire(nbytes, prefer)
         return Buffer(self, handle, nbytes, cls)
 
     def free(self, buffer: Buffer) -> None:

@@ -51,14 +51,17 @@ class BufferPool(Generic[H]):
         self.hits = 0
         self.misses = 0
 
-    def acquire(self, nbytes: int) -> tuple[H, int]:
-        """A buffer of at least ``nbytes`` and its class size (reused when one is free)."""
+    def acquire(self, nbytes: int, prefer: H | None = None) -> tuple[H, int]:
+        """A buffer of at least ``nbytes`` and its class size (reused when one is free:
+        ``prefer`` itself when it is among the free ones, e.g. the buffer a caller had
+        last time, so that a loop alternating between buffers keeps the same ones)."""
         cls = size_class(max(nbytes, 1))
         bucket = self._free.get(cls)
         if bucket:
             self.hits += 1
             self.cached_bytes -= cls
-            handle = bucket.pop()
+            at = next((i for i in range(len(bucket) - 1, -1, -1) if bucket[i] is prefer), -1)
+            handle = bucket.pop(at)
         else:
             self.misses += 1
             handle = self._allocate(cls)

@@ -17,15 +17,22 @@ run the normal path every time.
 Buffers: intermediates keep the memory plan's slots, held by the recording for its life;
 temporaries of multi-launch lowerings share one arena per backend. Results are owning
 handles (``DeviceTensor.share``) on the buffers they live in: read at once and closed by the
-caller or, when the caller keeps DeviceTensors, handed over: the recording then takes a fresh
+caller or, when the caller keeps DeviceTensors, handed over: the recording then takes another
 buffer for the next replay and rebinds only the launches that touch it. DeviceTensor feeds
 are bound as the input buffer itself (rebinding its readers when a run passes another
 buffer).
+
+Loops that feed a run's kept outputs back as the next run's inputs (a KV cache) alternate
+between two buffer sets: a handed-over root takes back the buffer it handed over the time
+before when the caller has freed it (``BufferPool.acquire``'s ``prefer``), and the bindings
+of the last few buffer sets are kept (keyed by the buffers' handles), so such a loop
+rebinds nothing after its first two steps.
 """
 
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -59,6 +66,24 @@ class _Root:
     tensor: DeviceTensor | None = None
     external: bool = False
     stale: bool = False  # handed over to a caller: renew before the next replay
+    previous: Any = None  # the handle of the buffer handed over before this one
+
+    def renew(self) -> None:
+        """After a hand-over: let go of the buffer and take another, the one handed over
+        before when its caller has freed it (a loop feeding outputs back then alternates
+        between two buffers, whose bindings are kept)."""
+        assert self.tensor is not None
+        handed = self.tensor.buffer.handle
+        self.tensor.close()
+        buffer = self.backend.alloc(-(-self.nbytes // 4) * 4, prefer=self.previous)
+        self.tensor = DeviceTensor(self.backend, buffer, (-(-self.nbytes // 4),), DType.float32)
+        self.previous, self.stale = handed, False
+
+    def release(self) -> None:
+        """Let go of the buffer (external ones stay with their owners)."""
+        if not self.external and self.tensor is not None:
+            self.tensor.close()
+        self.tensor = self.previous = None
 
     @property
     def buffer(self) -> Buffer:
@@ -113,6 +138,20 @@ class _Host:
 
 
 @dataclass
+class _Binding:
+    """Every launch's bound callable and every group's call for one set of buffers of the
+    roots that change between runs (``handles`` keeps those buffers' handles alive, so that
+    their ids stay unique while the binding is kept)."""
+
+    handles: tuple[Any, ...]
+    bound: list[Callable[[], Any] | None]
+    calls: list[Callable[[], Any] | None]
+
+
+_MAX_BINDINGS = 4  # buffer sets whose bindings a recording keeps (least recently used out)
+
+
+@dataclass
 class _Group:
     """Consecutive launches on one backend, run as one ``Backend.sequence`` callable."""
 
@@ -158,6 +197,9 @@ class Recording:
         self._calls: list[Callable[[], Any]] = []
         self._slot_roots: dict[tuple[str, int], int] = {}
         self._arena: dict[str, list[int]] = {}  # backend -> free temp roots
+        self._dynamic: set[int] = set()  # roots whose buffer may change between runs
+        self._bindings: OrderedDict[tuple[int, ...], _Binding] = OrderedDict()
+        self._reusable = True  # every launch's binding may be kept and restored
         try:
             self._build(feed_where)
             if not self.feed_roots:
@@ -194,6 +236,7 @@ class Recording:
                 root = self._new_root(backend, _nbytes(backend, shape, info.dtype), external=True)
                 val = _Val(where, shape, info.dtype, root=root)
                 self.feed_roots[name] = root
+                self._dynamic.add(root)
             self.vals[(name, where)] = val
             self.home[name] = where
         for index, step in enumerate(self.plan.spec.steps):
@@ -432,6 +475,52 @@ class Recording:
             if isinstance(group, _Group):
                 group.call = group.backend.sequence([x.bound for x in group.launches])  # type: ignore[misc]
         self._calls = [g.call for g in self.groups]  # type: ignore[misc]
+        # A backend kernel bound without ``bind`` reads DeviceTensor views at each call:
+        # those of an older buffer set may be closed, so such bindings are never restored.
+        self._reusable = all(x.kernel is None or hasattr(x.kernel, "bind")
+                             for x in self.items if isinstance(x, _Launch))  # fmt: skip
+        self._remember()
+
+    def _launches(self) -> list[_Launch]:
+        return [x for x in self.items if isinstance(x, _Launch)]
+
+    def _binding_key(self) -> tuple[tuple[int, ...], tuple[Any, ...]] | None:
+        """The ids and handles of the changing roots' buffers now (None: not kept)."""
+        if not self._reusable:
+            return None
+        handles = tuple(self.roots[r].buffer.handle for r in sorted(self._dynamic))
+        return tuple(id(h) for h in handles), handles
+
+    def _remember(self) -> None:
+        """Keep the current bindings for the current buffers of the changing roots."""
+        found = self._binding_key()
+        if found is None:
+            return
+        key, handles = found
+        self._bindings[key] = _Binding(handles, [x.bound for x in self._launches()],
+                                       [g.call for g in self.groups])  # fmt: skip
+        self._bindings.move_to_end(key)
+        while len(self._bindings) > _MAX_BINDINGS:
+            self._bindings.popitem(last=False)
+
+    def _switch(self, changed: set[int]) -> None:
+        """Bindings for the buffers now in ``changed`` roots: restored when this buffer set
+        was bound before, else the touched launches are bound again (and remembered)."""
+        found = self._binding_key()
+        kept = self._bindings.get(found[0]) if found is not None else None
+        if kept is None:
+            self._rebind(changed)
+            self._remember()
+            return
+        self._bindings.move_to_end(found[0])  # type: ignore[index]
+        if kept.calls == self._calls:
+            return  # bound to these buffers already
+        for launch, bound in zip(self._launches(), kept.bound, strict=True):
+            launch.bound = bound
+        for group, call in zip(self.groups, kept.calls, strict=True):
+            if isinstance(group, _Group):
+                group.call = call
+        self._calls = [g.call for g in self.groups]  # type: ignore[misc]
 
     def _rebind(self, roots: set[int]) -> None:
         """Bind again the launches that touch ``roots`` (their buffers changed)."""
@@ -451,13 +540,12 @@ class Recording:
     def _prepare(self, feeds: dict[str, Any]) -> None:
         changed: set[int] = set()
         for i, root in enumerate(self.roots):
-            if root.stale:  # its buffer was handed over: let go of it, take a fresh one
-                if root.tensor is not None:
-                    root.tensor.close()
-                root.tensor = DeviceTensor.empty(root.backend, (-(-root.nbytes // 4),),
-                                                 DType.float32)  # fmt: skip
-                root.stale = False
+            if root.stale:  # its buffer was handed over: the spare or a fresh one
+                root.renew()
                 changed.add(i)
+                if i not in self._dynamic:
+                    self._dynamic.add(i)
+                    self._bindings.clear()  # keyed by fewer roots: never matched again
         for name, r in self.feed_roots.items():
             tensor = feeds[name]
             root = self.roots[r]
@@ -470,7 +558,7 @@ class Recording:
         if not self.groups and self.items:
             self._compile()  # the first replay binds (DeviceTensor feeds are known now)
         elif changed:
-            self._rebind(changed)
+            self._switch(changed)
         cells = self.cells
         for name, c in self.feed_cells.items():
             cells[c] = feeds[name]
@@ -576,10 +664,9 @@ class Recording:
         """Release the buffers this recording holds (external feeds stay with their owners;
         handed-over ones with the callers' handles)."""
         for root in self.roots:
-            if not root.external and root.tensor is not None:
-                root.tensor.close()
-            root.tensor = None
+            root.release()
         self.roots.clear()
+        self._bindings.clear()
         self._calls = []
         self.groups = []
         self.items = []

@@ -16,6 +16,7 @@ from spawnml.errors import InvalidInputError
 from spawnml.session import InferenceSession
 
 from ..base import BackendRef, backend_list
+from .decode_graph import LAST_LOGITS, NEXT_TOKEN, ProtoSignature, extend_for_decoding
 from .device_ops import DeviceOps
 from .folder import read_folder
 from .kv_cache import KVCache
@@ -87,7 +88,8 @@ class TextGenerator:
     ``model``: a folder (model.onnx + tokenizer.json [+ genai_config.json / config.json]) or
     a test model name; ``backend``: a name or preference list (cpu runs what a device
     cannot); ``kv_block``: positions the cache window grows by when full (bigger: fewer
-    plans, more padded positions attended each step); ``device_argmax``: greedy decoding
+    plans, more padded positions attended each step; a shared GroupQueryAttention buffer
+    is sized to prompt + new tokens rounded up to it); ``device_argmax``: greedy decoding
     takes the argmax on the device and copies one id instead of a row of logits (default:
     on every backend but cpu, whose buffers are host memory already)."""
 
@@ -97,11 +99,8 @@ class TextGenerator:
             raise InvalidInputError(f"kv_block must be a positive int, got {kv_block!r}")
         self.folder = read_folder(model)
         self.tokenizer = load_tokenizer(self.folder.tokenizer)
-        self.session = InferenceSession(str(self.folder.model), backends=backend_list(backend))
+        self.session = self._load_session(backend)
         try:
-            ops = {n.op_type for n in self.session.graph.walk()}
-            self.layout = discover_layout(self.session, ops, self.folder.genai,
-                                          self.folder.head_dim)
             elem = _ONNX_ELEM.get(self.layout.dtype.name, 1)
             self.ops = DeviceOps(self.session.backends, len(self.layout.past), elem, kv_block)
         except BaseException:
@@ -110,6 +109,19 @@ class TextGenerator:
         self.kv_block = kv_block
         self.device_argmax = (self.backend != "cpu") if device_argmax is None else device_argmax
         self.last_stats = GenerationStats()
+
+    def _load_session(self, backend: BackendRef) -> InferenceSession:
+        """The session of the model extended with the step outputs (:mod:`.decode_graph`);
+        sets ``layout``."""
+        import onnx
+
+        proto = onnx.load(str(self.folder.model))
+        signature = ProtoSignature(proto)
+        self.layout = discover_layout(signature, signature.op_types, self.folder.genai,
+                                      self.folder.head_dim)
+        extend_for_decoding(proto, self.layout.logits, self.layout.present,
+                            self.layout.windowed)
+        return InferenceSession(proto, backends=backend_list(backend))
 
     @property
     def backend(self) -> str:
@@ -146,7 +158,8 @@ class TextGenerator:
         stops = set(config.stop_tokens) | (set() if config.ignore_eos else set(self.folder.eos))
         stats = self.last_stats = GenerationStats(prompt_tokens=len(prompt))
         sampler, seen = Sampler(config), list(prompt)
-        cache = KVCache(self.layout, self.ops, self.kv_block)
+        cache = KVCache(self.layout, self.ops, self.kv_block,
+                        self._shared_capacity(len(prompt) + limit))
         try:
             start = time.perf_counter()
             token = self._step(cache, prompt, sampler, seen)
@@ -167,6 +180,12 @@ class TextGenerator:
         finally:
             cache.close()
 
+    def _shared_capacity(self, needed: int) -> int:
+        """A shared cache's length: ``needed`` rounded up to ``kv_block``, within the
+        context (one plan for every decode step of generations that fit it)."""
+        capacity = -(-needed // self.kv_block) * self.kv_block
+        return min(capacity, self.context) if self.context else capacity
+
     def _step(self, cache: KVCache, ids: Sequence[int], sampler: Sampler, seen: list[int]
               ) -> int:
         """One model run over ``ids`` after the cached tokens; returns the next token."""
@@ -179,19 +198,20 @@ class TextGenerator:
             positions = np.arange(cache.length, cache.length + n)[None]
             feeds[lay.position_ids] = positions.astype(lay.input_types[lay.position_ids])
         feeds.update(cache.feeds())
-        logits, *present = self.session.run([lay.logits, *lay.present], feeds, device=True)
+        greedy = self.device_argmax and sampler.config.argmax_on_device
+        head = NEXT_TOKEN if greedy else LAST_LOGITS
+        result, *kv = self.session.run([head, *cache.outputs()], feeds, device=True)
         try:
-            cache.update(present, n)
+            cache.update(kv, n)
         except BaseException:
-            for t in present:
+            for t in kv:
                 t.close()
             raise
         try:
-            if self.device_argmax and sampler.config.argmax_on_device:
-                return self.ops.argmax(logits)
-            return sampler(self.ops.last_logits(logits), seen)
+            row = result.numpy()
         finally:
-            logits.close()
+            result.close()
+        return int(row.reshape(-1)[0]) if greedy else sampler(row, seen)
 
     # -- text -----------------------------------------------------------------------------
     def stream(self, prompt: str, config: GenerationConfig | None = None, **settings: Any

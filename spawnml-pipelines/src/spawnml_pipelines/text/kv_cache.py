@@ -1,13 +1,18 @@
 """The KV cache as DeviceTensors that never leave the device between steps.
 
-After each model run the ``present`` outputs become the next ``past`` feeds by handle swap.
-For a model that honours ``attention_mask`` + ``position_ids`` (``CacheLayout.windowed``)
-the cache is a window of fixed capacity, padded in front with masked-out positions: the
-model's Concat makes ``present`` one position longer than ``past``, and the window slides
-by dropping the first (empty) position on the device, so every decode step has the same
-input shapes and replays one recorded plan. When the window is full it grows by ``block``
-positions (a new plan once per block). Other models (GroupQueryAttention reads lengths from
-the mask) grow by one position per step, as onnxruntime's own loop does.
+After each model run the ``present`` outputs (or the windows the step graph cuts from them,
+see :mod:`.decode_graph`) become the next ``past`` feeds by handle swap, so every decode
+step of a length-stable cache has the same input shapes and replays one recorded plan:
+
+* windowed (a model that honours ``attention_mask`` + ``position_ids`` over a padded cache):
+  a window of fixed capacity, padded in front with masked-out positions. The model's Concat
+  makes ``present`` one position longer than ``past``; the step's window outputs drop the
+  first (empty) position. When the window is full it grows by ``block`` positions (a device
+  Pad, and a new plan once per block).
+* shared (GroupQueryAttention, which reads the sequence lengths from the mask): one buffer
+  of ``capacity`` positions, allocated by the first step, as onnxruntime-genai's
+  ``past_present_share_buffer``; the mask is ``capacity`` long, ones over the tokens, so
+  ``seqlens_k`` is the only value that changes between steps.
 """
 
 from __future__ import annotations
@@ -18,19 +23,23 @@ import numpy as np
 
 from spawnml.tensor import DeviceTensor
 
+from .decode_graph import window_name
 from .device_ops import DeviceOps
 from .layout import CacheLayout
 
 
 class KVCache:
-    """``past`` tensors of ``capacity`` positions, of which the last ``length`` hold tokens."""
+    """``past`` tensors of ``capacity`` positions, of which ``length`` hold tokens (the last
+    ones of a window, the first ones of a shared buffer)."""
 
-    def __init__(self, layout: CacheLayout, ops: DeviceOps, block: int) -> None:
+    def __init__(self, layout: CacheLayout, ops: DeviceOps, block: int,
+                 shared_capacity: int = 0) -> None:
         self.layout = layout
         self.ops = ops
         self.block = block if layout.windowed else 1
+        self.shared = not layout.windowed and shared_capacity > 0
         self.tensors: list[DeviceTensor] = []
-        self.capacity = 0
+        self.capacity = shared_capacity if self.shared else 0
         self.length = 0
 
     def feeds(self) -> dict[str, DeviceTensor | np.ndarray]:
@@ -41,27 +50,42 @@ class KVCache:
         return dict(zip(self.layout.past, self.tensors, strict=True))
 
     def attention_mask(self, new: int) -> np.ndarray:
-        """[1, capacity + new]: 0 over the empty front of the window, 1 over the tokens."""
+        """0 over the empty positions, 1 over the tokens: [1, capacity + new] for a window
+        (empty front), [1, capacity] for a shared buffer (empty back)."""
+        if self.shared:
+            mask = np.zeros((1, self.capacity), np.int64)
+            mask[0, : self.length + new] = 1
+            return mask
         mask = np.ones((1, self.capacity + new), np.int64)
         mask[0, : self.capacity - self.length] = 0
         return mask
 
-    def update(self, present: Sequence[DeviceTensor], new: int) -> None:
-        """Take ownership of the model's ``present`` outputs (``new`` tokens were added) and
-        make them the next past: slide a window with room left, grow a full one."""
-        length, capacity = self.length + new, self.capacity + new
-        if length < capacity:
-            nxt, capacity = self.ops.slide(present), capacity - 1
+    def slides(self) -> bool:
+        """Whether this step's window outputs are the next past (the window has room)."""
+        return self.layout.windowed and self.length < self.capacity
+
+    def outputs(self) -> list[str]:
+        """The model outputs this step's cache update takes."""
+        if self.slides():
+            return [window_name(p) for p in self.layout.present]
+        return list(self.layout.present)
+
+    def update(self, outs: Sequence[DeviceTensor], new: int) -> None:
+        """Take ownership of this step's :meth:`outputs` (``new`` tokens were added) and
+        make them the next past: a slid window, a grown one, or the shared buffer."""
+        length = self.length + new
+        if self.shared:
+            nxt, capacity = list(outs), self.capacity
+        elif self.slides():
+            nxt, capacity = list(outs), self.capacity
         elif self.block > 1:
-            nxt, capacity = self.ops.grow(present), capacity + self.block - 1
-        else:
-            nxt = list(present)
-        kept = {id(t) for t in nxt}
-        for t in present:
-            if id(t) not in kept:
+            nxt, capacity = self.ops.grow(outs), self.capacity + new + self.block - 1
+            for t in outs:
                 t.close()
+        else:
+            nxt, capacity = list(outs), self.capacity + new
         self.close()
-        self.tensors, self.capacity, self.length = list(nxt), capacity, length
+        self.tensors, self.capacity, self.length = nxt, capacity, length
 
     def close(self) -> None:
         """Release the cache's device buffers."""

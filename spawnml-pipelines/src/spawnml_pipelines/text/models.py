@@ -3,7 +3,10 @@
 ``tiny_llama`` (Llama architecture) and ``tiny_qwen2`` (Qwen2: q/k/v biases, tied
 embeddings) get seeded random weights from a ``transformers`` config (no download) and a
 byte-level BPE tokenizer trained with the ``tokenizers`` package on :data:`CORPUS`, whose
-vocabulary size is the model's. Each is written three ways under
+vocabulary size is the model's. ``small_llama`` (hidden 512, 4 layers, vocabulary 8192) is
+the benchmark size where arithmetic is no longer negligible next to per-step overhead; its
+tokenizer is tiny_llama's 384 tokens (the corpus has no more), the other ids never come from
+text. Each is written three ways under
 ``<cache>/models/text/<name>-v<VERSION>/``:
 
 * ``hf/``: the Hugging Face folder (config.json, safetensors weights, tokenizer files);
@@ -61,10 +64,20 @@ class TinyDecoder:
     context: int = 256
     vocab: int = 384
     seed: int = 0
+    tokenizer_vocab: int | None = None  # None: ``vocab``
+
+    @property
+    def tokens(self) -> int:
+        """The tokenizer's vocabulary size."""
+        return self.tokenizer_vocab or self.vocab
 
 
-TINY_MODELS = {m.name: m for m in (TinyDecoder("tiny_llama", "llama"),
-                                   TinyDecoder("tiny_qwen2", "qwen2", seed=1))}
+TINY_MODELS = {m.name: m for m in (
+    TinyDecoder("tiny_llama", "llama"),
+    TinyDecoder("tiny_qwen2", "qwen2", seed=1),
+    TinyDecoder("small_llama", "llama", hidden=512, layers=4, heads=8, kv_heads=4,
+                intermediate=1408, context=512, vocab=8192, seed=2, tokenizer_vocab=384),
+)}
 
 
 def model_root(name: str) -> Path:
@@ -142,7 +155,7 @@ def _hf_config(spec: TinyDecoder) -> Any:
 def _build_hf(spec: TinyDecoder, out: Path) -> None:
     torch = _require("torch", "torch==2.13.0")
     transformers = _require("transformers", "transformers")
-    tok = train_tokenizer(spec.vocab)
+    tok = train_tokenizer(spec.tokens)
     torch.manual_seed(spec.seed)
     config = _hf_config(spec)
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
