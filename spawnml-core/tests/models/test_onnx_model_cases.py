@@ -8,7 +8,8 @@
 The default run keeps light SqueezeNet on cpu (the #27 regression: its opset-9 Softmax on
 the cpu fast kernels) and the small cases on cpu; every other backend and model is
 ``slow``. Cases spawnml does not implement are listed in ``NOT_SUPPORTED`` with the
-reason and must still report exactly that status (so they fail once they start working).
+reason and must still report exactly that status (so they fail once they start working);
+``KNOWN_FAIL`` likewise lists the cases whose data spawnml cannot reproduce.
 """
 
 from __future__ import annotations
@@ -28,31 +29,17 @@ from spawnml.testing.onnx_session_tests import run_case
 ort = pytest.importorskip("onnxruntime")
 
 BACKENDS = ["cpu", "opencl", "webgpu", "webgl", "wasm"]
-_LEGACY_BINARY = "Add/Mul/Pow at opset 6 (broadcast/axis attributes) are not implemented"
-_STRINGS = "string tensors are not supported"
-_SEQUENCES = "sequence-typed graph inputs are not supported"
 NOT_SUPPORTED = {
-    "test_GLU": _LEGACY_BINARY, "test_GLU_dim": _LEGACY_BINARY,
-    "test_PoissonNLLLLoss_no_reduce": _LEGACY_BINARY, "test_Softsign": _LEGACY_BINARY,
-    "test_operator_params": _LEGACY_BINARY, "test_operator_pow": _LEGACY_BINARY,
-    "test_operator_basic": _LEGACY_BINARY, "test_operator_add_broadcast": _LEGACY_BINARY,
-    "test_operator_add_size1_singleton_broadcast": _LEGACY_BINARY,
-    "test_operator_non_float_params": _LEGACY_BINARY,
-    "test_operator_add_size1_broadcast": _LEGACY_BINARY,
-    "test_operator_add_size1_right_broadcast": _LEGACY_BINARY,
-    "test_operator_addconstant": _LEGACY_BINARY,
     "test_gradient_of_add": "ai.onnx.preview.training Gradient is not implemented",
     "test_gradient_of_add_and_mul": "ai.onnx.preview.training Gradient is not implemented",
-    **{f"test_sequence_model{k}": _SEQUENCES for k in range(1, 9)},
-    **{f"test_strnorm_model_{s}": _STRINGS for s in (
-        "nostopwords_nochangecase", "monday_casesensintive_upper",
-        "monday_casesensintive_nochangecase", "monday_insensintive_upper_twodim",
-        "monday_empty_output", "monday_casesensintive_lower")},
 }  # fmt: skip
-# PRelu 1-6 broadcasts a (C,) slope along axis 1 ("multiparam"); spawnml's PRelu applies
-# numpy broadcasting at every opset and rejects the shapes (an InvalidModelError).
-ERRORS = {f"test_PReLU_{d}_multiparam": "PRelu < 7 channel-wise slope is not implemented"
-          for d in ("1d", "2d", "3d")}  # fmt: skip
+# Their float64 inputs are uninitialised memory (values up to 1e+228 and denormals down to
+# 1e-316); spawnml computes float64 in float32 (storage table in docs/kernels.md), so the
+# sums overflow to inf and the denormals flush to 0.
+_FLOAT64_GARBAGE = "float64 garbage inputs outside float32's range"
+KNOWN_FAIL = {name: _FLOAT64_GARBAGE for name in (
+    "test_operator_add_broadcast", "test_operator_add_size1_singleton_broadcast",
+    "test_operator_add_size1_right_broadcast", "test_operator_addconstant")}  # fmt: skip
 DEFAULT_RUN = {("squeezenet", "cpu")}
 
 
@@ -114,8 +101,8 @@ def test_official_model_case(kind, name, backend):
         logging.disable(logging.NOTSET)
     if name in NOT_SUPPORTED:
         assert result.status == "unsupported", (NOT_SUPPORTED[name], result)
-    elif name in ERRORS:
-        assert result.status == "error", (ERRORS[name], result)
+    elif name in KNOWN_FAIL:
+        assert result.status == "fail", (KNOWN_FAIL[name], result)
     else:
         assert result.status == "pass", result.detail
 

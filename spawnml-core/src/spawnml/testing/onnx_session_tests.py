@@ -48,7 +48,10 @@ def case_group(case: Any) -> str:
     return guess or f"multi-node ({', '.join(ops[:4])}{'…' if len(ops) > 4 else ''})"
 
 
-def _compare(got: Any, expected: Any, rtol: float, atol: float) -> str:
+def output_problem(got: Any, expected: Any, rtol: float, atol: float) -> str:
+    """Why an output misses an ONNX test's expected value, as onnx's own runner judges it
+    (sequences element by element, empty optionals, bfloat16 within 2 ulps); "" if it
+    matches."""
     from ..onnx_backend import _array
 
     if expected is None or got is None:  # an empty optional
@@ -58,7 +61,7 @@ def _compare(got: Any, expected: Any, rtol: float, atol: float) -> str:
             return f"got {type(got).__name__} of {len(got) if isinstance(got, list) else '?'}" \
                    f", expected a sequence of {len(expected)}"
         for i, (g, e) in enumerate(zip(got, expected)):
-            problem = _compare(g, e, rtol, atol)
+            problem = output_problem(g, e, rtol, atol)
             if problem:
                 return f"element {i}: {problem}"
         return ""
@@ -105,7 +108,7 @@ def run_case(backend: str, case: Any, timeout_s: int = CASE_TIMEOUT_S) -> CaseRe
                     return CaseResult(case.name, group, "fail",
                                       f"{len(got)} outputs, expected {len(expected)}")  # fmt: skip
                 for i, (g, e) in enumerate(zip(got, expected)):
-                    problem = _compare(g, e, case.rtol, case.atol)
+                    problem = output_problem(g, e, case.rtol, case.atol)
                     if problem:
                         return CaseResult(case.name, group, "fail", f"output {i}: {problem}")
         kinds = rep.session.placement().kinds.values()

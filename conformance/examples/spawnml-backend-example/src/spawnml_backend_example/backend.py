@@ -20,7 +20,7 @@ class ExampleBackend(Backend):
 
     name = "example"
     # float64 is not listed: the base class then stores it as float32 (kernels compute
-    # float64 as f32 anyway). bfloat16 and uint64 are not kernel types.
+    # float64 as f32 anyway); nor are bfloat16 and uint64, which it stores lowered too.
     _CAPS = Capabilities(
         dtypes=frozenset({
             DType.float32, DType.float16, DType.int8, DType.int16, DType.int32, DType.int64,
