@@ -314,6 +314,12 @@ def build_cases() -> list[KernelCase]:
             np.float32,
         )
     )
+    # tanh must saturate to exactly -1 (and 1): 1 + tanh(x) is then 0, and GELU's tanh form
+    # gives NaN at -inf (-inf * 0) and -0 below about -9, as numpy does. OpenCL allows tanh
+    # a few ulps, and PoCL's returns -0.99999994 there (1 + tanh = 6e-8).
+    x = np.array([-np.inf, -1e30, -50.0, -20.0, -10.0], np.float32)
+    add(_case("tanh_saturates_exactly", K.one_plus_tanh, {"x": x}, np.zeros(5), EXACT,
+              np.float32))
     x = f(200) * 3
     x64 = x.astype(np.float64)
     add(

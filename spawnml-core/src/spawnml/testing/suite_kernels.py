@@ -146,6 +146,11 @@ def sigmoid(x: Tensor, out: Output):
 
 
 @kernel
+def one_plus_tanh(x: Tensor, out: Output):
+    return 1.0 + tanh(x.flat[out.flat])
+
+
+@kernel
 def gelu_tanh(x: Tensor, out: Output):
     v = x.flat[out.flat]
     return 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v**3)))
