@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from spawnml.cli import main
-from spawnml.errors import InvalidInputError, InvalidModelError, UnsupportedOpError
+from spawnml.errors import InvalidInputError, InvalidModelError
 from spawnml_pipelines.testing import backend_params
 
 pytest.importorskip("tokenizers")
@@ -27,8 +27,6 @@ from spawnml_pipelines.text.sampling import (
 from spawnml_pipelines.text.tokenizer import StreamDecoder, load_tokenizer
 
 PROMPT = "The quick brown fox jumps over"
-GENAI_OPS = ("GroupQueryAttention", "MatMulNBits", "SkipSimplifiedLayerNormalization",
-             "SimplifiedLayerNormalization")
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +40,14 @@ def cpu_gen(llama: Path) -> TextGenerator:
         yield gen
 
 
-def _greedy_matches(folder: Path, backend: str, tokens: int = 64, **options) -> None:
+def _greedy_matches(folder: Path, backend: str, tokens: int = 64, reference: Path | None = None,
+                    **options) -> None:
+    """``tokens`` greedy ids equal onnxruntime's on ``reference`` (default: the folder's
+    model)."""
     with TextGenerator(folder, backend, **options) as gen:
         ids = gen.encode(PROMPT)
-        want, _ = ort_greedy(gen.folder.model, ids, tokens, head_dim=gen.folder.head_dim)
+        want, _ = ort_greedy(reference or gen.folder.model, ids, tokens,
+                             head_dim=gen.folder.head_dim)
         got = list(gen.generate_ids(ids, GenerationConfig(max_tokens=tokens, ignore_eos=True)))
         assert got == want
         again = list(gen.generate_ids(ids, GenerationConfig(max_tokens=tokens,
@@ -68,20 +70,47 @@ def test_qwen2_greedy_equals_onnxruntime() -> None:
     _greedy_matches(tiny_model("tiny_qwen2", "torch"), "cpu")
 
 
-def _genai_ops_missing() -> list[str]:
-    from spawnml.registry import op_definitions
+@pytest.fixture(scope="module")
+def genai_float_reference(tmp_path_factory) -> Path:
+    """The genai builder's model with MatMulNBits ``accuracy_level`` 0 (float32 products).
 
-    have = {op for _, op in op_definitions()}
-    return [op for op in GENAI_OPS if op not in have]
+    The builder writes accuracy_level=4, with which onnxruntime quantises the activations to
+    int8 before the int4 product; spawnml computes the float32 product the attribute allows
+    (a minimum accuracy). The two agree for the first 60 tokens of this prompt, then split
+    at a near-tie (logits 0.39394 vs 0.39268, int8 rounding decides it)."""
+    import onnx
+
+    pytest.importorskip("onnxruntime_genai")
+    model = onnx.load(str(tiny_model("tiny_llama", "genai") / "model.onnx"))
+    for node in model.graph.node:
+        for attr in node.attribute:
+            if node.op_type == "MatMulNBits" and attr.name == "accuracy_level":
+                attr.i = 0
+    path = tmp_path_factory.mktemp("genai") / "model.onnx"
+    onnx.save(model, str(path))
+    return path
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(bool(_genai_ops_missing()), strict=True, raises=UnsupportedOpError,
-                   reason=f"com.microsoft ops not implemented yet: {_genai_ops_missing()}")
-def test_genai_builder_model_equals_onnxruntime() -> None:
-    """The onnxruntime-genai builder's int4 model (GroupQueryAttention, MatMulNBits...)."""
+@pytest.mark.parametrize("backend", backend_params())
+def test_genai_builder_model_equals_onnxruntime(backend: str, genai_float_reference: Path
+                                                ) -> None:
+    """The onnxruntime-genai builder's int4 model (GroupQueryAttention with a shared
+    max-length cache, MatMulNBits, Skip/SimplifiedLayerNormalization, RotaryEmbedding)."""
+    _greedy_matches(tiny_model("tiny_llama", "genai"), backend,
+                    reference=genai_float_reference)
+
+
+def test_genai_builder_model_matches_int8_activations_up_to_the_near_tie() -> None:
+    """Against the model as built (accuracy_level 4: onnxruntime's int8 activations) the
+    first 60 greedy tokens are equal; token 60 is the near-tie described above."""
     pytest.importorskip("onnxruntime_genai")
-    _greedy_matches(tiny_model("tiny_llama", "genai"), "cpu", 32)
+    folder = tiny_model("tiny_llama", "genai")
+    with TextGenerator(folder, "cpu") as gen:
+        ids = gen.encode(PROMPT)
+        want, _ = ort_greedy(gen.folder.model, ids, 60, head_dim=gen.folder.head_dim)
+        got = list(gen.generate_ids(ids, GenerationConfig(max_tokens=60, ignore_eos=True)))
+    assert got == want
 
 
 def test_sampling_is_reproducible_with_a_seed(cpu_gen: TextGenerator) -> None:
