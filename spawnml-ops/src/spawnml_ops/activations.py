@@ -11,6 +11,7 @@ import numpy as np
 
 from spawnml.dtypes import DType
 from spawnml.kernel import cast, cast_like, f32, helper
+from spawnml.kernel.polyfills_math import log1p_f32
 from spawnml.op import In, Lowering, Node, OpCase, OpDef, Out, TensorInfo
 
 from .common import binary_map, broadcast_shapes, check_dtype, copy, ternary_map, unary_map_params
@@ -23,18 +24,11 @@ from .unary_base import FLOATS, NUMERIC, UnaryOp, erf_np, sample, unary
 
 
 @helper
-def _log1p(u):
-    # log(1 + u) accurate for small u (Goldberg): the rounding of 1 + u cancels out
-    w = 1.0 + u
-    return u if w == 1.0 else log(w) * u / (w - 1.0)
-
-
-@helper
 def _softplus(v):
     # max(v, 0) + log(1 + exp(-|v|)) never overflows, unlike log(1 + exp(v)); f32 math
     # (native f16 transcendentals may be several ulps off)
     f = cast(v, f32)
-    return cast_like(max(f, 0.0) + _log1p(exp(-abs(f))), v)
+    return cast_like(max(f, 0.0) + log1p_f32(exp(-abs(f))), v)
 
 
 @helper

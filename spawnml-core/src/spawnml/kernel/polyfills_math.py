@@ -140,10 +140,18 @@ def log2_f32(x):
 
 
 @helper
-def _log1p(x):
-    """log(1 + x), accurate for small x (Goldberg's correction)."""
-    u = 1.0 + x
-    return log(u) if (x > 0.5 or x < -0.5) else (x if u == 1.0 else log(u) * (x / (u - 1.0)))
+def log1p_f32(x):
+    """log(1 + x), accurate for small x: for |x| <= 0.5, 2 atanh(s) with s = x / (2 + x)
+    (|s| <= 1/3) as its odd series to s**15, whose terms are all of one sign; beyond, log.
+
+    No rounding trick: Goldberg's ``log(u) * x / (u - 1)`` with ``u = 1 + x`` relies on
+    ``u - 1`` being computed as written, and Mesa's shader compilers (WebGPU on lavapipe,
+    WebGL2 on llvmpipe) fold ``(1 + x) - 1`` to ``x``, which gave log(1 + 4.5e-5) 4e-4 off."""
+    s = x / (2.0 + x)
+    z = s * s
+    series = (((((((z * 0.0666666667 + 0.0769230769) * z + 0.0909090909) * z + 0.111111111)
+                 * z + 0.142857143) * z + 0.2) * z + 0.333333333) * z + 1.0) * (s + s)
+    return log(1.0 + x) if (x > 0.5 or x < -0.5) else series
 
 
 @helper
@@ -300,21 +308,22 @@ def tanh_f32(x):
 @helper
 def asinh_f32(x):
     a = abs(x)
-    r = log(a) + 0.693147180559945309 if a > 1e9 else _log1p(a + a * a / (1.0 + sqrt(1.0 + a * a)))
+    small = log1p_f32(a + a * a / (1.0 + sqrt(1.0 + a * a)))
+    r = log(a) + 0.693147180559945309 if a > 1e9 else small
     return _copysign(r, x)
 
 
 @helper
 def acosh_f32(x):
     t = x - 1.0
-    r = log(x) + 0.693147180559945309 if x > 1e9 else _log1p(t + sqrt(t + t + t * t))
+    r = log(x) + 0.693147180559945309 if x > 1e9 else log1p_f32(t + sqrt(t + t + t * t))
     return float("nan") if x < 1.0 else r
 
 
 @helper
 def atanh_f32(x):
     a = abs(x)
-    return _copysign(0.5 * _log1p((a + a) / (1.0 - a)), x)
+    return _copysign(0.5 * log1p_f32((a + a) / (1.0 - a)), x)
 
 
 @helper

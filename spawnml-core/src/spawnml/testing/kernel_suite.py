@@ -320,6 +320,18 @@ def build_cases() -> list[KernelCase]:
     x = np.array([-np.inf, -1e30, -50.0, -20.0, -10.0], np.float32)
     add(_case("tanh_saturates_exactly", K.one_plus_tanh, {"x": x}, np.zeros(5), EXACT,
               np.float32))
+    # ... and keep its relative accuracy near 0, where tanh(x) ~ x: a (e^2x - 1) / (e^2x + 1)
+    # form cancels (lavapipe's WGSL tanh: 19% off at 1e-7). Relative tolerance only.
+    x = np.concatenate([np.geomspace(1e-7, 0.3, 24), -np.geomspace(3e-7, 0.1, 8)])
+    x = x.astype(np.float32)
+    add(_case("tanh_small_arguments", K.unary, {"x": x}, np.tanh(x.astype(np.float64)),
+              {"rtol": 1e-6, "atol": 0.0}, np.float32, op=7))
+    # log(1 + x) for tiny x without a rounding trick that shader compilers fold away
+    # (Goldberg's log(u) * x / (u - 1): Mesa folds (1 + x) - 1 to x, 4e-4 off at 4.5e-5).
+    x = np.concatenate([np.geomspace(1e-30, 0.5, 24), -np.geomspace(1e-8, 0.5, 8),
+                        [0.6, 3.0, 1e6, -0.75, 0.0]]).astype(np.float32)
+    add(_case("log1p_small_arguments", K.log1p, {"x": x}, np.log1p(x.astype(np.float64)),
+              {"rtol": 1e-6, "atol": 0.0}, np.float32))
     x = f(200) * 3
     x64 = x.astype(np.float64)
     add(

@@ -16,6 +16,7 @@ from spawnml.kernel import (
     static_range,
 )
 from spawnml.kernel.lib import broadcast_offset
+from spawnml.kernel.polyfills_math import log1p_f32
 
 
 @kernel
@@ -143,6 +144,11 @@ def leaky_relu(x: Tensor, out: Output, alpha: float = 0.01):
 @kernel
 def sigmoid(x: Tensor, out: Output):
     return 1.0 / (1.0 + exp(-x.flat[out.flat]))
+
+
+@kernel
+def log1p(x: Tensor, out: Output):
+    return log1p_f32(x.flat[out.flat])
 
 
 @kernel
