@@ -11,7 +11,7 @@ import numpy as np
 
 from spawnml.dtypes import DType
 from spawnml.kernel import cast, cast_like, f32, helper
-from spawnml.kernel.polyfills_math import log1p_f32
+from spawnml.kernel.polyfills_math import expm1_f32, log1p_f32
 from spawnml.op import In, Lowering, Node, OpCase, OpDef, Out, TensorInfo
 
 from .common import binary_map, broadcast_shapes, check_dtype, copy, ternary_map, unary_map_params
@@ -38,19 +38,19 @@ def _leaky_relu(v, p):
 
 @helper
 def _elu(v, p):
-    return v if v > 0.0 else cast_like(p[0] * (exp(cast(v, f32)) - 1.0), v)
+    return v if v > 0.0 else cast_like(p[0] * expm1_f32(cast(v, f32)), v)
 
 
 @helper
 def _selu(v, p):
     f = cast(v, f32)
-    return cast_like(p[1] * (f if f > 0.0 else p[0] * (exp(f) - 1.0)), v)
+    return cast_like(p[1] * (f if f > 0.0 else p[0] * expm1_f32(f)), v)
 
 
 @helper
 def _celu(v, p):
     f = cast(v, f32)
-    return cast_like(max(f, 0.0) + min(0.0, p[0] * (exp(f / p[0]) - 1.0)), v)
+    return cast_like(max(f, 0.0) + min(0.0, p[0] * expm1_f32(f / p[0])), v)
 
 
 @helper

@@ -155,6 +155,16 @@ def log1p_f32(x):
 
 
 @helper
+def expm1_f32(x):
+    """exp(x) - 1, accurate for small x: for |x| <= 0.5 its Taylor series to x**10 / 10!
+    (truncation below 1e-9 relative); beyond, exp(x) - 1 (no cancellation there)."""
+    p = (x * 2.75573192e-7 + 2.48015873e-5) * x + 1.98412698e-4
+    p = ((p * x + 1.38888889e-3) * x + 8.33333333e-3) * x + 4.16666667e-2
+    series = (((p * x + 0.166666667) * x + 0.5) * x + 1.0) * x
+    return exp(x) - 1.0 if (x > 0.5 or x < -0.5) else series
+
+
+@helper
 def _sin_poly(r):
     z = r * r
     return ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r

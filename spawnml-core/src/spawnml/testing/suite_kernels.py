@@ -16,7 +16,7 @@ from spawnml.kernel import (
     static_range,
 )
 from spawnml.kernel.lib import broadcast_offset
-from spawnml.kernel.polyfills_math import log1p_f32
+from spawnml.kernel.polyfills_math import expm1_f32, log1p_f32
 
 
 @kernel
@@ -149,6 +149,11 @@ def sigmoid(x: Tensor, out: Output):
 @kernel
 def log1p(x: Tensor, out: Output):
     return log1p_f32(x.flat[out.flat])
+
+
+@kernel
+def expm1(x: Tensor, out: Output):
+    return expm1_f32(x.flat[out.flat])
 
 
 @kernel
