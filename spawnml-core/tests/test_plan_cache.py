@@ -48,8 +48,8 @@ def test_the_cache_holds_at_most_its_bound_and_evicts_the_least_recently_used() 
     assert first.recordings  # recorded on its second run
     run_checked(sess, 1)  # used again: now the most recent
     run_checked(sess, 4)  # evicts shape 2, the least recently used
-    assert [key[0][2] for key in runner.plans] == [(3, 4), (1, 4), (4, 4)]
-    assert first is runner.plans[next(k for k in runner.plans if k[0][2] == (1, 4))]
+    assert [key[0][1].shape for key in runner.plans] == [(3, 4), (1, 4), (4, 4)]
+    assert first is runner.plans[next(k for k in runner.plans if k[0][1].shape == (1, 4))]
 
 
 def test_an_evicted_plan_is_released_and_rebuilt_when_its_shape_returns() -> None:

@@ -5,6 +5,7 @@ device steps, carried through Loop and mapped by SequenceMap; compared with onnx
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from graph_helpers import F
 from onnx import TensorProto, helper
@@ -129,13 +130,15 @@ def test_loop_carries_a_sequence() -> None:
         assert got[0].shape == (m, 3)
 
 
-def test_optional_values_in_and_out() -> None:
+@pytest.mark.parametrize("opset", [16, 18])  # both OptionalHasElement epochs (15-17, 18+)
+def test_optional_values_in_and_out(opset: int) -> None:
     opt = helper.make_optional_type_proto(helper.make_tensor_type_proto(F, None))
     nodes = [helper.make_node("OptionalHasElement", ["o"], ["has"]),
              helper.make_node("Identity", ["o"], ["same"])]  # fmt: skip
     data = _model(nodes, [helper.make_value_info("o", opt)],
                   [helper.make_tensor_value_info("has", TensorProto.BOOL, []),
-                   helper.make_value_info("same", opt)])  # fmt: skip
+                   helper.make_value_info("same", opt)], opset=opset)  # fmt: skip
+    onnx.checker.check_model(onnx.load_from_string(data), full_check=True)
     sess = InferenceSession(data, backends=["cpu"])
     has, same = sess.run(None, {"o": None})
     assert has.item() is False and same is None
