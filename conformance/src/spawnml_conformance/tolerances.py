@@ -7,6 +7,7 @@ A case may declare its own ``rtol``/``atol``; the dtype's floor below is never u
 | float32 | 1e-5 | 1e-6 | a few ulp: transcendentals differ per target (see docs/kernels.md) |
 | float64 | 1e-5 | 1e-6 | kernels compute float64 as float32 |
 | float16 | 2e-3 | 2e-3 | two f16 ulp (f16 may be computed in f32 and rounded on store) |
+| bfloat16 | 2**-6 | 2**-6 | two bf16 ulp (as onnx's own test runner; compared as float32) |
 | integers, bool | 0 | 0 | exact |
 
 NaN must be NaN where the reference has NaN, ±Inf must match exactly, and the shape and the
@@ -32,6 +33,7 @@ FLOORS: dict[str, Tolerance] = {
     "float32": Tolerance(1e-5, 1e-6),
     "float64": Tolerance(1e-5, 1e-6),
     "float16": Tolerance(2e-3, 2e-3),
+    "bfloat16": Tolerance(2**-6, 2**-6),
 }
 EXACT = Tolerance(0.0, 0.0)
 
@@ -62,6 +64,8 @@ def compare(got: np.ndarray, expected: np.ndarray, tol: Tolerance | None = None)
     if got.size == 0:
         return Comparison(True, 0.0)
     tol = tol or tolerance_for(expected.dtype)
+    if expected.dtype.kind == "V" and "float" in expected.dtype.name:  # ml_dtypes: bfloat16...
+        got, expected = got.astype(np.float32), expected.astype(np.float32)  # NaN stays NaN
     if strings:  # equal or not
         same = np.array([a == b for a, b in zip(got.reshape(-1), expected.reshape(-1))])
         n_bad = int((~same).sum())

@@ -91,7 +91,8 @@ class Einsum(OpDef):
         sizes = Contraction(list(zip([a.shape for a in inputs], labels)), out).sizes(node)
         arrays = []
         for a, t in zip(inputs, labels):
-            a = a.astype(np.float64) if a.dtype.kind == "f" else a
+            floating = a.dtype.kind == "f" or "float" in a.dtype.name  # ml_dtypes: bfloat16
+            a = a.astype(np.float64) if floating else a
             arrays.append(np.broadcast_to(a, tuple(sizes[c] for c in t)))
         return [np.asarray(np.einsum(eq, *arrays)).astype(inputs[0].dtype)]
 
