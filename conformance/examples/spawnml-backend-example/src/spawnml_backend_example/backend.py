@@ -10,6 +10,7 @@ import numpy as np
 
 from spawnml.backend import Backend, BackendInfo, Buffer, Capabilities, DeviceKind
 from spawnml.dtypes import DType
+from spawnml.errors import InvalidInputError
 from spawnml.kernel.ir import KernelIR
 
 from .interpreter import Program
@@ -20,7 +21,7 @@ class ExampleBackend(Backend):
 
     name = "example"
     # float64 is not listed: the base class then stores it as float32 (kernels compute
-    # float64 as f32 anyway); nor are bfloat16 and uint64, which it stores lowered too.
+    # float64 as f32 anyway); nor is uint64, which it stores lowered too.
     _CAPS = Capabilities(
         dtypes=frozenset({
             DType.float32, DType.float16, DType.int8, DType.int16, DType.int32, DType.int64,
@@ -43,6 +44,14 @@ class ExampleBackend(Backend):
     @property
     def capabilities(self) -> Capabilities:
         return self._CAPS
+
+    def storage_dtype(self, dtype: DType) -> DType:
+        # bfloat16 would be stored as its 16 bits in uint16 words that kernels widen with
+        # shifts and bitcasts; this interpreter gets those wrong (bf16 Add gives garbage), so
+        # it refuses bfloat16, and conformance skips those cases, until it is fixed.
+        if dtype == DType.bfloat16:
+            raise InvalidInputError(f"backend {self.name!r} cannot store dtype {dtype.value}")
+        return super().storage_dtype(dtype)
 
     # -- raw memory: the base class adds pooling, dtype lowering and checks ----------------
     def _allocate(self, nbytes: int) -> np.ndarray:
