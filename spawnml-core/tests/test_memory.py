@@ -89,3 +89,14 @@ def test_trim_releases_everything_cached() -> None:
     assert sorted(alloc.released) == sorted(alloc.allocated)
     pool.acquire(300)
     assert pool.misses == 4
+
+
+def test_a_preferred_free_buffer_is_handed_out_before_the_others() -> None:
+    pool, _ = make_pool()
+    a, cls = pool.acquire(1000)
+    b, _ = pool.acquire(1000)
+    c, _ = pool.acquire(1000)
+    for h in (a, b, c):
+        pool.give_back(h, cls)
+    assert pool.acquire(1000, prefer=a) == (a, cls)  # not the most recently freed, c
+    assert pool.acquire(1000, prefer=12345) == (c, cls)  # not free: the usual choice

@@ -267,6 +267,7 @@ _VARIANTS: list[tuple[type[SmallKernel], str, Any]] = [
 ]
 _FIELDS = {_Ufunc: "ufunc", _Logical: "ufunc", _Reduce: "reduce", _ArgExtreme: "pick"}
 
+
 class GroupQueryAttention(CpuKernel):
     """com.microsoft GroupQueryAttention at any size: its numpy reference is two batched
     BLAS products over the whole cache. The portable kernels walk the cache positions one at

@@ -200,6 +200,7 @@ class Recording:
         self._dynamic: set[int] = set()  # roots whose buffer may change between runs
         self._bindings: OrderedDict[tuple[int, ...], _Binding] = OrderedDict()
         self._reusable = True  # every launch's binding may be kept and restored
+        self._launches: list[_Launch] = []  # the launches among ``items`` (set by _compile)
         try:
             self._build(feed_where)
             if not self.feed_roots:
@@ -477,12 +478,10 @@ class Recording:
         self._calls = [g.call for g in self.groups]  # type: ignore[misc]
         # A backend kernel bound without ``bind`` reads DeviceTensor views at each call:
         # those of an older buffer set may be closed, so such bindings are never restored.
+        self._launches = [x for x in self.items if isinstance(x, _Launch)]
         self._reusable = all(x.kernel is None or hasattr(x.kernel, "bind")
-                             for x in self.items if isinstance(x, _Launch))  # fmt: skip
+                             for x in self._launches)  # fmt: skip
         self._remember()
-
-    def _launches(self) -> list[_Launch]:
-        return [x for x in self.items if isinstance(x, _Launch)]
 
     def _binding_key(self) -> tuple[tuple[int, ...], tuple[Any, ...]] | None:
         """The ids and handles of the changing roots' buffers now (None: not kept)."""
@@ -497,7 +496,7 @@ class Recording:
         if found is None:
             return
         key, handles = found
-        self._bindings[key] = _Binding(handles, [x.bound for x in self._launches()],
+        self._bindings[key] = _Binding(handles, [x.bound for x in self._launches],
                                        [g.call for g in self.groups])  # fmt: skip
         self._bindings.move_to_end(key)
         while len(self._bindings) > _MAX_BINDINGS:
@@ -515,7 +514,7 @@ class Recording:
         self._bindings.move_to_end(found[0])  # type: ignore[index]
         if kept.calls == self._calls:
             return  # bound to these buffers already
-        for launch, bound in zip(self._launches(), kept.bound, strict=True):
+        for launch, bound in zip(self._launches, kept.bound, strict=True):
             launch.bound = bound
         for group, call in zip(self.groups, kept.calls, strict=True):
             if isinstance(group, _Group):
@@ -670,6 +669,7 @@ class Recording:
         self._calls = []
         self.groups = []
         self.items = []
+        self._launches = []
 
 
 def _launch_row(launch: _Launch) -> KernelRow:

@@ -74,9 +74,7 @@ class KVCache:
         """Take ownership of this step's :meth:`outputs` (``new`` tokens were added) and
         make them the next past: a slid window, a grown one, or the shared buffer."""
         length = self.length + new
-        if self.shared:
-            nxt, capacity = list(outs), self.capacity
-        elif self.slides():
+        if self.shared or self.slides():
             nxt, capacity = list(outs), self.capacity
         elif self.block > 1:
             nxt, capacity = self.ops.grow(outs), self.capacity + new + self.block - 1
