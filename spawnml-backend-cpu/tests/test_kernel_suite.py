@@ -1,4 +1,5 @@
-"""The kernel suite on the CPU executor, natively and with every polyfill forced."""
+"""The kernel suite on both CPU executors (native LLVM code and numpy), and on numpy with
+every polyfill forced."""
 
 from __future__ import annotations
 
@@ -15,12 +16,21 @@ def cpu():
     return get_backend("cpu")
 
 
+@pytest.fixture(scope="module", params=["native", "numpy"])
+def executor_backend(request):
+    from spawnml_backend_cpu.backend import CPUBackend
+
+    if request.param == "native":
+        pytest.importorskip("llvmlite", reason="the native executor needs llvmlite")
+    return CPUBackend(jit=request.param == "native")
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_kernel_suite_on_cpu(cpu, case):
-    reason = unsupported_reason(cpu, case)
+def test_kernel_suite_on_cpu(executor_backend, case):
+    reason = unsupported_reason(executor_backend, case)
     if reason:
         pytest.skip(reason)
-    check_case(cpu, case)
+    check_case(executor_backend, case)
 
 
 POLYFILLED = {
@@ -61,7 +71,7 @@ def test_polyfills_written_in_the_kernel_language(monkeypatch, case):
         "_CALLS",
         {k: v for k, v in numpy_codegen._CALLS.items() if k not in POLYFILLED},
     )
-    backend = CPUBackend()
+    backend = CPUBackend(jit=False)
     check_case(backend, case)
     program = backend.compile(
         case.kernel.specialize(case.inputs, (case.out_shape, case.out_dtype), **case.consts)
@@ -76,7 +86,7 @@ def test_dump_kernels_writes_generated_source(tmp_path, monkeypatch):
 
     monkeypatch.setenv("SPAWNML_DUMP_KERNELS", str(tmp_path))
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
-    out = run_kernel(CPUBackend(), K.transpose, [x], (3, 2), "float32", perm=(1, 0))
+    out = run_kernel(CPUBackend(jit=False), K.transpose, [x], (3, 2), "float32", perm=(1, 0))
     np.testing.assert_array_equal(out, x.T)
     files = list((tmp_path / "cpu").glob("transpose-*.py"))
     assert len(files) == 1

@@ -235,7 +235,7 @@ def edge_variants(op: OpDef, case: ConformanceCase) -> list[ConformanceCase]:
     if not any(case.inputs[i].size for i in positions):  # type: ignore[union-attr]
         return []
     out = []
-    unspecified = set(getattr(op, "edge_unspecified_inputs", ()))
+    unspecified = set(op.edge_unspecified(case.node, case.outputs))
     for family, values in EDGES[main.name].items():
         if family == "huge" and op.elementwise_inputs <= 0:
             continue  # reductions of such values overflow in float32 by nature

@@ -1,8 +1,10 @@
-"""The CPU backend: host memory buffers and kernels rendered to vectorised numpy."""
+"""The CPU backend: host memory buffers; kernels compiled to native code through LLVM
+(``spawnml_backend_cpu.native``) or rendered to vectorised numpy (``SPAWNML_CPU_JIT=0``)."""
 
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -10,14 +12,43 @@ import numpy as np
 
 from spawnml.backend import Backend, BackendInfo, Buffer, Capabilities, DeviceKind
 from spawnml.dtypes import DType
+from spawnml.errors import InvalidInputError
+from spawnml.kernel.analysis import work_estimate
 from spawnml.kernel.ir import KernelIR
+from spawnml.kernel.render import Renderer
 from spawnml.probing import cpu_model
+from spawnml.threads import default_threads
 
 from .executor import NumpyProgram, NumpyRenderer, chunk
 
 
+def jit_enabled() -> bool:
+    """``SPAWNML_CPU_JIT``: 1 compiles kernels to native code (the default where llvmlite is
+    installed), 0 runs them as numpy code."""
+    value = os.environ.get("SPAWNML_CPU_JIT")
+    if value is None:
+        return _llvmlite_installed()
+    if value not in ("0", "1"):
+        raise InvalidInputError(f"SPAWNML_CPU_JIT must be 0 or 1, got {value!r}")
+    if value == "1" and not _llvmlite_installed():
+        raise InvalidInputError("SPAWNML_CPU_JIT=1 needs llvmlite: pip install llvmlite")
+    return value == "1"
+
+
+def _llvmlite_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("llvmlite") is not None
+
+
 class CPUBackend(Backend):
-    """Always available: buffers are numpy byte arrays, kernels run as numpy code."""
+    """Always available: buffers are numpy byte arrays; kernels run as native code compiled
+    by LLVM (``jit``, default ``SPAWNML_CPU_JIT``) or as numpy code.
+
+    ``threads``: threads splitting each native launch by invocation range (default
+    ``SPAWNML_CPU_THREADS``, else the cores available); BLAS keeps its own setting
+    (``OPENBLAS_NUM_THREADS``), and never runs at the same time as a native launch.
+    """
 
     name = "cpu"
     _CAPS = Capabilities(
@@ -36,8 +67,18 @@ class CPUBackend(Backend):
             device_kind=DeviceKind.CPU,
         )
 
-    def __init__(self) -> None:
-        self._programs: dict[str, NumpyProgram] = {}
+    def __init__(self, jit: bool | None = None, threads: int | None = None) -> None:
+        self._programs: dict[str, Any] = {}
+        self.jit = jit_enabled() if jit is None else jit
+        self.threads = max(1, threads if threads is not None
+                           else default_threads("SPAWNML_CPU_THREADS"))
+        if self.jit:
+            from .native.jit import host
+
+            width = host().vector_width
+            self.vector_width = min(width, 8)  # 8 x f32: AVX2 registers (measured best)
+            self.max_tile_outputs = 32  # 4 x 8 tiles: four vector accumulators
+            self.tile_inner = self.vector_width
 
     @property
     def capabilities(self) -> Capabilities:
@@ -55,23 +96,41 @@ class CPUBackend(Backend):
     def _read(self, handle: np.ndarray, nbytes: int) -> np.ndarray:
         return handle[:nbytes].copy()
 
-    source_suffix = "py"
+    @property
+    def source_suffix(self) -> str:  # type: ignore[override]
+        return "ll" if self.jit else "py"
 
-    def renderer_for(self, kernel: KernelIR) -> NumpyRenderer:
+    def renderer_for(self, kernel: KernelIR) -> Renderer:
+        if self.jit:
+            from .native.llvm_ir import LLVMRenderer
+
+            return LLVMRenderer(self.storage_dtype, self.vector_width)
         return NumpyRenderer(self.storage_dtype)
 
-    def build(self, kernel: KernelIR, source: str, renderer: NumpyRenderer) -> NumpyProgram:
+    def build(self, kernel: KernelIR, source: str, renderer: Renderer) -> Any:
+        if self.jit:
+            from .native.jit import NativeProgram
+
+            return NativeProgram(kernel, source, kernel.size, work_estimate(kernel.body))
+        assert isinstance(renderer, NumpyRenderer)
         return renderer.program(kernel, source)
 
-    def launch(self, program: NumpyProgram, output: Buffer, inputs: Sequence[Buffer]) -> None:
-        program.run(output.handle, [b.handle for b in inputs])
+    def launch(self, program: Any, output: Buffer, inputs: Sequence[Buffer]) -> None:
+        if isinstance(program, NumpyProgram):
+            program.run(output.handle, [b.handle for b in inputs])
+        else:
+            self.bind(program, output, inputs)()
 
     device_timing = "synchronous"
 
-    def bind(
-        self, program: NumpyProgram, output: Buffer, inputs: Sequence[Buffer]
-    ) -> Callable[[], None]:
-        """The launch with its typed views, chunk grids and output slices made once."""
+    def bind(self, program: Any, output: Buffer, inputs: Sequence[Buffer]) -> Callable[[], None]:
+        """The launch with its arguments prepared once: native programs get their address
+        table, numpy programs their typed views, chunk grids and output slices."""
+        if not isinstance(program, NumpyProgram):
+            handles = [output.handle, *(b.handle for b in inputs)]
+            run = program.bind([h.ctypes.data for h in handles], self.threads)
+            run.buffers = handles  # type: ignore[attr-defined]  # alive while bound
+            return run  # type: ignore[no-any-return]
         k, fn = program.kernel, program.fn
         n = k.output.size
         if n == 0:

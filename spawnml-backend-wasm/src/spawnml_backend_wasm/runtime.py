@@ -26,6 +26,7 @@ from wasmtime import _bindings as ffi
 from spawnml.backend import program_cache_limit, trim_lru
 from spawnml.errors import BackendError, KernelCompileError
 from spawnml.kernel.disk_cache import KernelDiskCache
+from spawnml.threads import split_range
 
 from .memory import LinearMemory
 from .plan import HEADER, plan_module
@@ -152,8 +153,7 @@ class Runtime:
         if parts == 1 or self._pool is None:
             self._run_range(program, 0, n, addresses)
             return
-        step = (-(-n // parts) + 3) // 4 * 4  # multiples of 4 keep every chunk on the SIMD path
-        bounds = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
+        bounds = split_range(n, parts, align=4)  # keeps every chunk on the SIMD path
         futures = [
             self._pool.submit(self._run_range, program, lo, hi, addresses) for lo, hi in bounds[1:]
         ]

@@ -188,6 +188,11 @@ class OpDef:
     the op converts to integers (float indices, docs/kernels.md), or whose non-finite values
     reach outputs depending on the algorithm (DFT: FFT vs direct sum). The suite injects only
     subnormals into them (the other inputs still get every edge value)."""
+
+    def edge_unspecified(self, node: Node, outputs: Sequence[TensorInfo]) -> tuple[int, ...]:
+        """``edge_unspecified_inputs`` of this node: ops whose conversion depends on the node
+        (Cast to an integer type) override it."""
+        return self.edge_unspecified_inputs
     random: ClassVar[bool] = False
     """Outputs are random draws (RandomNormal, Bernoulli...): the suite compares only their
     shapes and dtypes with the reference."""

@@ -43,6 +43,11 @@ def cast_map(x: Tensor, out: Output):
 class CastBase(OpDef):
     """What Cast and CastLike share: attribute checks, reference and kernel."""
 
+    def edge_unspecified(self, node: Node, outputs: Sequence[TensorInfo]) -> tuple[int, ...]:
+        """ONNX leaves float -> integer conversions of NaN, ±Inf and out-of-range values
+        undefined (numpy gives the CPU's "integer indefinite", compiled code may saturate)."""
+        return (0,) if outputs and outputs[0].dtype.is_int else ()
+
     def check_attrs(self, node: Node) -> None:
         sat = self.attr(node, "saturate", 1)
         if sat not in (0, 1):
