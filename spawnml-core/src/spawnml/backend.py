@@ -221,6 +221,13 @@ class Backend(abc.ABC):
                         traits.vector_calls)
         return reads_vectors(out)
 
+    def kernel_choice_key(self) -> str | None:
+        """None (the default): a backend kernel that supports a node always runs it. A
+        string (what timings on this backend depend on: device, threads, compiler): each
+        node with a backend kernel is timed against its portable lowering on its shapes and
+        runs the faster (``spawnml.graph.choose``)."""
+        return None
+
     def check_limits(self, kernel: KernelIR) -> None:
         """Refuse (KernelCompileError) a kernel this device provably cannot run correctly."""
         from .kernel.analysis import check_loop_limit

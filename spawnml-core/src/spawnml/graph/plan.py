@@ -25,6 +25,7 @@ from ..execute import PreparedLowering
 from ..memory import check_tensor_bytes
 from ..op import HostOnly, In, Node, OpDef, TensorInfo
 from ..registry import backend_kernels, find_op
+from .choose import mode as choice_mode, portable_preferred
 from .fusion import FUSED_ATTR, apply_fused_activation
 from .ir import Graph, node_reads
 from .subgraph_types import control_outputs
@@ -171,6 +172,7 @@ def place_node(
     else the portable lowering); HostOnly ops and nodes no backend runs go to the host."""
     node, op = step.node, step.op
     reasons: list[str] = []
+    choice_mode()  # a bad SPAWNML_KERNEL_CHOICE is an error, never a host fallback
     if node.subgraphs or (node.op_type in CONTROL_FLOW and node.domain == ""):
         step.location, step.kind = HOST, "control"
         return
@@ -188,6 +190,11 @@ def place_node(
                 if kernel.outside_domain(node, step.inputs, step.outputs) is not None:
                     continue
                 if kernel.supports(node, step.inputs, step.outputs):
+                    if portable_preferred(backend, kernel, op, node, step.inputs, step.outputs,
+                                          step.values):
+                        reasons.append(f"{backend.name}: the portable kernels measured faster "
+                                       f"than {type(kernel).__name__} on these shapes")
+                        break
                     step.run = kernel.prepare(backend, node, step.inputs, step.outputs, step.values)
                     step.location, step.kind = backend.name, "kernel"
                     step.reason = "; ".join(reasons)

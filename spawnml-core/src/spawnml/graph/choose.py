@@ -1,0 +1,131 @@
+"""Backend kernel or portable lowering, chosen per node shape by measurement.
+
+A backend may hold hand-written kernels for an op (the cpu's BLAS convolution) beside the
+portable lowering compiled from the kernel language. Which is faster depends on the shape:
+on the cpu with native code, BLAS wins a ResNet-50 3x3 convolution by 2-3x and loses a
+depthwise one by 4-7x. A backend opts in with ``Backend.kernel_choice_key`` (what the
+timings depend on: device, threads, compiler); planning then times both on the node's shapes
+(random inputs, the node's known constants) and keeps the faster. Decisions are kept in
+memory and in spawnml's disk cache, so a shape is measured once per machine.
+
+``SPAWNML_KERNEL_CHOICE``: ``measure`` (default) or ``kernel`` (always the backend kernel).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..backend import Backend
+from ..errors import InvalidInputError, KernelError, SpawnMLError
+from ..kernel.disk_cache import KernelDiskCache
+from ..op import BackendKernel, Node, OpDef, TensorInfo
+from ..tensor import DeviceTensor
+
+ENV = "SPAWNML_KERNEL_CHOICE"
+MIN_OUTPUT_ELEMENTS = 16384
+"""Below this many output elements both sides take microseconds: the kernel is kept
+unmeasured (measuring would cost more than any difference)."""
+MARGIN = 0.9
+"""The portable lowering must take under this fraction of the kernel's time to be chosen, so
+timing noise does not flip a decision between near-equals."""
+RUNS = 3
+_DECISIONS: dict[str, bool] = {}
+
+
+def mode() -> str:
+    value = os.environ.get(ENV, "measure")
+    if value not in ("measure", "kernel"):
+        raise InvalidInputError(f"{ENV} must be 'measure' or 'kernel', got {value!r}")
+    return value
+
+
+def portable_preferred(
+    backend: Backend,
+    kernel: BackendKernel,
+    op: OpDef,
+    node: Node,
+    inputs: Sequence[TensorInfo | None],
+    outputs: Sequence[TensorInfo],
+    values: Sequence[np.ndarray | None],
+) -> bool:
+    """Whether ``node`` runs faster through the portable lowering than through ``kernel``
+    on ``backend`` (which ``kernel.supports``); False where the backend does not measure."""
+    context = backend.kernel_choice_key()
+    if context is None or mode() == "kernel":
+        return False
+    if sum(o.size for o in outputs if o.is_static) < MIN_OUTPUT_ELEMENTS:
+        return False
+    key = _key(context, kernel, node, inputs, outputs, values)
+    found = _DECISIONS.get(key)
+    if found is None:
+        disk = KernelDiskCache("choices", "txt")
+        stored = disk.get(key)
+        if stored in (b"portable", b"kernel"):
+            found = stored == b"portable"
+        else:
+            found = _measure(backend, kernel, op, node, inputs, outputs, values)
+            disk.put(b"portable" if found else b"kernel", key)
+        _DECISIONS[key] = found
+    return found
+
+
+def _key(context: str, kernel: BackendKernel, node: Node, inputs: Sequence[TensorInfo | None],
+         outputs: Sequence[TensorInfo], values: Sequence[np.ndarray | None]) -> str:
+    attrs = sorted((k, repr(v)) for k, v in node.attrs.items())
+    known = [v is not None for v in values]
+    text = repr((context, type(kernel).__qualname__, node.domain, node.op_type, attrs,
+                 [None if i is None else (i.shape, str(i.dtype)) for i in inputs],
+                 [(o.shape, str(o.dtype)) for o in outputs], known))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _measure(backend: Backend, kernel: BackendKernel, op: OpDef, node: Node,
+             inputs: Sequence[TensorInfo | None], outputs: Sequence[TensorInfo],
+             values: Sequence[np.ndarray | None]) -> bool:
+    from ..execute import PreparedLowering
+
+    rng = np.random.default_rng(0)
+    made: list[DeviceTensor] = []
+
+    def tensor(info: TensorInfo, value: np.ndarray | None) -> DeviceTensor:
+        if value is None:  # integers as zeros: always valid indices, shapes and counts
+            dt = info.dtype.numpy
+            value = (rng.standard_normal(info.shape).astype(dt) if info.dtype.is_float
+                     else np.zeros(info.shape, dt))
+        made.append(DeviceTensor.from_numpy(backend, value))
+        return made[-1]
+
+    try:
+        ins = [None if i is None else tensor(i, values[n] if n < len(values) else None)
+               for n, i in enumerate(inputs)]
+        outs = [DeviceTensor.empty(backend, o.shape, o.dtype) for o in outputs]
+        made += outs
+        fast = kernel.prepare(backend, node, inputs, outputs, values)
+        portable = PreparedLowering(backend, op.lower(node, inputs, outputs, values), inputs,
+                                    outputs)
+        kernel_s = _best(backend, lambda: fast(ins, outs))
+        portable_s = _best(backend, lambda: portable.run(ins, outs))
+    except (SpawnMLError, KernelError):
+        return False  # the portable side does not run here: the kernel stays
+    finally:
+        for t in made:
+            t.close()
+    return portable_s < MARGIN * kernel_s
+
+
+def _best(backend: Backend, run: Callable[[], Any]) -> float:
+    run()  # warm-up: first-touch of memory, lazily built plans
+    backend.synchronize()
+    best = float("inf")
+    for _ in range(RUNS):
+        start = time.perf_counter()
+        run()
+        backend.synchronize()
+        best = min(best, time.perf_counter() - start)
+    return best
