@@ -106,7 +106,7 @@ class CPUBackend(Backend):
         from .native.jit import host
 
         h = host()
-        return f"{h.cpu} {h.features} llvmlite {h.version} threads {self.threads}"
+        return f"{h.cpu} {h.features} {h.code_version} threads {self.threads}"
 
     @property
     def source_suffix(self) -> str:  # type: ignore[override]

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from spawnml.errors import KernelCompileError
@@ -43,6 +44,10 @@ class Host:
         self.features = llvm.get_host_cpu_features().flatten()
         self.machine = self.target_machine()
         self.version = metadata.version("llvmlite")
+        # what compiled code depends on beside the host: llvmlite, spawnml, the printer
+        printer = Path(__file__).with_name("llvm_ir.py").read_bytes()
+        self.code_version = (f"llvmlite {self.version} spawnml {metadata.version('spawnml-core')}"
+                             f" printer {hashlib.sha256(printer).hexdigest()[:12]}")
         self.lock = threading.Lock()  # LLVM contexts are not thread-safe
 
     def target_machine(self) -> Any:

@@ -107,17 +107,12 @@ class LLVMRenderer(Renderer):
             self.slot(v.name, TYPE[v.type])
         for v in k.vectors:
             self.slot(v.name, f"<{len(v.lane_names)} x float>")
-        entry = ["%out = load ptr, ptr %buffers"]
-        for i in range(len(k.inputs)):
-            entry += [f"%in{i}.at = getelementptr ptr, ptr %buffers, i64 {i + 1}",
-                      f"%in{i} = load ptr, ptr %in{i}.at"]
         self.emit("br label %each")
-        self.label("each")
-        self.emit("%gid64 = phi i64 [ %lo, %entry ], [ %next, %latch ]")
-        self.emit("%more = icmp slt i64 %gid64, %hi")
+        self.label("each")  # an i32 induction variable that never wraps: LLVM vectorises
+        self.emit("%gid = phi i32 [ %lo, %entry ], [ %next, %latch ]")
+        self.emit("%more = icmp slt i32 %gid, %hi")
         self.emit("br i1 %more, label %body, label %done")
         self.label("body")
-        self.emit("%gid = trunc i64 %gid64 to i32")
         for v in k.locals:
             self.emit(f"store {TYPE[v.type]} {self.zero(TYPE[v.type])}, ptr %v.{v.name}")
         for v in k.vectors:
@@ -125,15 +120,27 @@ class LLVMRenderer(Renderer):
         self.block(k.body)
         self.emit("br label %latch")
         self.label("latch")
-        self.emit("%next = add i64 %gid64, 1")
+        self.emit("%next = add nsw i32 %gid, 1")
         self.emit("br label %each")
         self.label("done")
         self.emit("ret void")
-        run = ["define void @run(i64 %lo, i64 %hi, ptr noalias %buffers) #0 {", "entry:",
-               *self.entry, *["  " + x for x in entry], *self.lines, "}"]
+        # The output never shares memory with an input (as on every target): ``noalias``
+        # lets LLVM vectorise loops whose gathers it cannot bound.
+        pointers = ["ptr noalias %out", *(f"ptr noalias %in{i}" for i in range(len(k.inputs)))]
+        body = [f"define internal void @body(i32 %lo, i32 %hi, {', '.join(pointers)}) #0 {{",
+                "entry:", *self.entry, *self.lines, "}"]
+        loads, args = [], ["ptr %out"]
+        for i in range(len(k.inputs)):
+            loads += [f"  %in{i}.at = getelementptr ptr, ptr %buffers, i64 {i + 1}",
+                      f"  %in{i} = load ptr, ptr %in{i}.at"]
+            args.append(f"ptr %in{i}")
+        run = ["define void @run(i64 %lo, i64 %hi, ptr %buffers) #0 {", "entry:",
+               "  %lo32 = trunc i64 %lo to i32", "  %hi32 = trunc i64 %hi to i32",
+               "  %out = load ptr, ptr %buffers", *loads,
+               f"  call void @body(i32 %lo32, i32 %hi32, {', '.join(args)})", "  ret void", "}"]
         return "\n".join([
             f"; {k.name} from {k.source} [{k.key}]",
-            *sorted(declares), *functions, *run,
+            *sorted(declares), *functions, *body, *run,
             'attributes #0 = { nounwind "no-trapping-math"="true" }', "",
         ])
 
@@ -159,6 +166,7 @@ class LLVMRenderer(Renderer):
         self.entry: list[str] = []  # allocas (entry block)
         self.lines: list[str] = []
         self.counter = 0
+        self.loops = 0  # depth of the For loops around the statement being printed
         self.slots: set[str] = set()
 
     def slot(self, name: str, llvm_type: str) -> None:
@@ -209,7 +217,7 @@ class LLVMRenderer(Renderer):
             self.visit(s)
 
     def visit_Assign(self, s: ir.Assign) -> None:
-        v = self.expr(s.value)
+        v = self.accumulation(s.var.name, s.value) or self.expr(s.value)
         if s.var.name in self.lanes:  # one lane of a vector
             vec, j, n = self.lanes[s.var.name]
             vt = f"<{n} x float>"
@@ -218,6 +226,26 @@ class LLVMRenderer(Renderer):
             self.emit(f"store {vt} {new}, ptr %v.{vec}")
             return
         self.emit(f"store {TYPE[s.var.type]} {v}, ptr %v.{s.var.name}")
+
+    def accumulation(self, name: str, e: ir.Expr | ir.VecExpr) -> str | None:
+        """``name = name + x`` or ``name + a * b`` (float, scalar or vector) inside a loop: a
+        sum LLVM may reassociate (split into vector lanes and partial sums, as BLAS and
+        numpy's pairwise sums do) and contract into fused multiply-adds. None otherwise."""
+        binary = (ir.Binary, ir.VecBinary)
+        if not (self.loops and isinstance(e, binary) and e.op == Op.ADD and e.type.is_float):
+            return None
+        own = [isinstance(x, (ir.Var, ir.VecRef)) and x.name == name for x in (e.a, e.b)]
+        if not any(own):
+            return None
+        acc, other = (e.a, e.b) if own[0] else (e.b, e.a)
+        t = f"<{e.lanes} x float>" if isinstance(e, ir.VecBinary) else "float"
+        if isinstance(other, binary) and other.op == Op.MUL:
+            a, b = self.expr(other.a), self.expr(other.b)
+            x = self.value(f"fmul contract {t} {a}, {b}")
+        else:
+            x = self.expr(other)
+        flags = "contract" if isinstance(e, ir.VecBinary) else "reassoc contract"
+        return self.value(f"fadd {flags} {t} {self.expr(acc)}, {x}")
 
     def visit_If(self, s: ir.If) -> None:
         cond = self.expr(s.cond)
@@ -247,7 +275,9 @@ class LLVMRenderer(Renderer):
         self.emit(f"br i1 {go}, label %{n}.body, label %{n}.end")
         self.label(f"{n}.body")
         self.emit(f"store {vt} {i}, ptr %v.{s.var.name}")
+        self.loops += 1
         self.block(s.body)
+        self.loops -= 1
         step = self.value(f"add {vt} {i}, {s.step}")
         self.emit(f"store {vt} {step}, ptr %v.{n}.i")
         self.emit(f"br label %{n}.head")
@@ -291,7 +321,7 @@ class LLVMRenderer(Renderer):
 
     # ------------------------------------------------------------------ vectors
     def visit_VecAssign(self, s: ir.VecAssign) -> None:
-        v = self.expr(s.value)
+        v = self.accumulation(s.name, s.value) or self.expr(s.value)
         self.emit(f"store <{s.value.lanes} x float> {v}, ptr %v.{s.name}")
 
     def visit_VecStore(self, s: ir.VecStore) -> None:

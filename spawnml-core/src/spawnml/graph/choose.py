@@ -34,7 +34,7 @@ unmeasured (measuring would cost more than any difference)."""
 MARGIN = 0.9
 """The portable lowering must take under this fraction of the kernel's time to be chosen, so
 timing noise does not flip a decision between near-equals."""
-RUNS = 3
+RUNS = 5
 _DECISIONS: dict[str, bool] = {}
 
 
@@ -109,8 +109,8 @@ def _measure(backend: Backend, kernel: BackendKernel, op: OpDef, node: Node,
         fast = kernel.prepare(backend, node, inputs, outputs, values)
         portable = PreparedLowering(backend, op.lower(node, inputs, outputs, values), inputs,
                                     outputs)
-        kernel_s = _best(backend, lambda: fast(ins, outs))
-        portable_s = _best(backend, lambda: portable.run(ins, outs))
+        kernel_s, portable_s = _best(backend, [lambda: fast(ins, outs),
+                                               lambda: portable.run(ins, outs)])
     except (SpawnMLError, KernelError):
         return False  # the portable side does not run here: the kernel stays
     finally:
@@ -119,13 +119,16 @@ def _measure(backend: Backend, kernel: BackendKernel, op: OpDef, node: Node,
     return portable_s < MARGIN * kernel_s
 
 
-def _best(backend: Backend, run: Callable[[], Any]) -> float:
-    run()  # warm-up: first-touch of memory, lazily built plans
-    backend.synchronize()
-    best = float("inf")
-    for _ in range(RUNS):
-        start = time.perf_counter()
+def _best(backend: Backend, runs: Sequence[Callable[[], Any]]) -> list[float]:
+    """The best time of each of ``runs``, timed in alternation (load drift hits all alike)."""
+    for run in runs:  # warm-up: first touch of memory, lazily built plans
         run()
-        backend.synchronize()
-        best = min(best, time.perf_counter() - start)
+    backend.synchronize()
+    best = [float("inf")] * len(runs)
+    for _ in range(RUNS):
+        for i, run in enumerate(runs):
+            start = time.perf_counter()
+            run()
+            backend.synchronize()
+            best[i] = min(best[i], time.perf_counter() - start)
     return best
