@@ -22,6 +22,11 @@ from spawnml.threads import default_threads
 from .executor import NumpyProgram, NumpyRenderer, chunk
 
 
+SPARE_BYTES = 64
+"""Readable bytes after every buffer: a stride-2 vector load of the native code reads one
+element past its last lane (``native.llvm_ir``)."""
+
+
 def jit_enabled() -> bool:
     """``SPAWNML_CPU_JIT``: 1 compiles kernels to native code (the default where llvmlite is
     installed), 0 runs them as numpy code."""
@@ -86,7 +91,9 @@ class CPUBackend(Backend):
         return self._CAPS
 
     def _allocate(self, nbytes: int) -> np.ndarray:
-        return np.empty(nbytes, dtype=np.uint8)
+        """``nbytes`` plus ``SPARE_BYTES`` that native stride-2 vector loads may read past
+        the last element (never written, never part of the tensor)."""
+        return np.empty(nbytes + SPARE_BYTES, dtype=np.uint8)
 
     def _release(self, handle: Any) -> None:
         pass  # garbage collected
@@ -113,6 +120,11 @@ class CPUBackend(Backend):
         return "ll" if self.jit else "py"
 
     def renderer_for(self, kernel: KernelIR) -> Renderer:
+        return self.renderer
+
+    @property
+    def renderer(self) -> Renderer:
+        """The printer of this backend's kernels: LLVM IR (native code) or numpy source."""
         if self.jit:
             from .native.llvm_ir import LLVMRenderer
 

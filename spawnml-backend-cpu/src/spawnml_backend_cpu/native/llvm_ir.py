@@ -75,7 +75,8 @@ def traits(vector_width: int) -> TargetTraits:
         f16_arithmetic=False,  # f16 computes as f32, rounded by the round_f16 polyfill
         vector_width=vector_width,
         vector_calls=frozenset(FLOAT_INTRINSICS),
-    )
+        strided_vector_loads=2,  # loads the span and keeps the even lanes (CPUBackend
+    )                            # allocates SPARE_BYTES after every buffer for that)
 
 
 def float_const(v: float) -> str:
@@ -350,13 +351,20 @@ class LLVMRenderer(Renderer):
     def visit_VecLoad(self, e: ir.VecLoad) -> str:
         spec = self.kernel.inputs[e.buffer]
         self.need_f32_vectors(spec)
-        if e.stride != 1:
-            raise KernelTypeError("cpu-native: strided vector loads are not declared")
+        span = e.stride * (e.lanes - 1) + 1  # elements from the first lane to the last
         index = self.expr(e.index)
         if not e.in_range:
-            index = self.clamp(index, spec.size - e.lanes + 1)
+            index = self.clamp(index, spec.size - span + 1)
         at = self.value(f"getelementptr float, ptr %in{e.buffer}, i32 {index}")
-        return self.value(f"load <{e.lanes} x float>, ptr {at}, align 4")
+        if e.stride == 1:
+            return self.value(f"load <{e.lanes} x float>, ptr {at}, align 4")
+        if e.stride != 2:
+            raise KernelTypeError(f"cpu-native: vector loads of stride {e.stride}")
+        # the span and one element past it (readable: the buffer's spare bytes), even lanes
+        wide = self.value(f"load <{2 * e.lanes} x float>, ptr {at}, align 4")
+        even = ", ".join(f"i32 {2 * j}" for j in range(e.lanes))
+        return self.value(f"shufflevector <{2 * e.lanes} x float> {wide}, "
+                          f"<{2 * e.lanes} x float> poison, <{e.lanes} x i32> <{even}>")
 
     def visit_VecBinary(self, e: ir.VecBinary) -> str:
         if e.op not in (Op.ADD, Op.SUB, Op.MUL, Op.DIV):

@@ -84,6 +84,7 @@ def geometric_mean(values: list[float]) -> float:
 
 def thread_settings() -> str:
     """The environment that decides CPU threading and BLAS kernels (printed with results)."""
-    keys = ["OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "OMP_NUM_THREADS"]
+    keys = ["OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "OMP_NUM_THREADS", "SPAWNML_CPU_THREADS",
+            "SPAWNML_CPU_JIT"]
     found = ", ".join(f"{k}={os.environ[k]}" for k in keys if k in os.environ)
     return f"cpus {os.cpu_count()}; {found or 'no thread env vars'}"
