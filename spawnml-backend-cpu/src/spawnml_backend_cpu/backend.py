@@ -21,7 +21,6 @@ from spawnml.threads import default_threads
 
 from .executor import NumpyProgram, NumpyRenderer, chunk
 
-
 SPARE_BYTES = 64
 """Readable bytes after every buffer: a stride-2 vector load of the native code reads one
 element past its last lane (``native.llvm_ir``)."""
