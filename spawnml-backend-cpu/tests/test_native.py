@@ -123,3 +123,36 @@ def test_jit_switch_is_validated(monkeypatch):
     assert CPUBackend().jit is False
     monkeypatch.setenv("SPAWNML_CPU_JIT", "1")
     assert CPUBackend().jit is True
+
+
+def test_a_forked_child_runs_native_kernels_on_its_own_threads():
+    """The pool's workers do not survive fork: a child must start its own, not wait forever
+    on the parent's (multiprocessing's default start method on Linux)."""
+    import multiprocessing
+
+    x = np.random.default_rng(3).standard_normal((771, 129)).astype(np.float32)
+    parent = run_kernel(CPUBackend(jit=True, threads=2), K.softmax_fused, [x], x.shape,
+                        "float32")  # the parent's pool exists now
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as workers:
+        child = workers.apply_async(_softmax_on_two_threads, (x,)).get(timeout=60)
+    np.testing.assert_array_equal(child, parent)
+
+
+def _softmax_on_two_threads(x: np.ndarray) -> np.ndarray:
+    return run_kernel(CPUBackend(jit=True, threads=2), K.softmax_fused, [x], x.shape, "float32")
+
+
+def test_a_broken_llvmlite_gives_numpy_code_with_a_warning_or_a_clear_error(monkeypatch,
+                                                                            caplog):
+    from spawnml.errors import BackendUnavailableError
+    from spawnml_backend_cpu import backend as cpu_backend
+
+    monkeypatch.setattr(cpu_backend, "native_unavailable", lambda: "llvmlite is broken")
+    monkeypatch.delenv("SPAWNML_CPU_JIT", raising=False)
+    with caplog.at_level("WARNING", logger="spawnml.cpu"):
+        assert CPUBackend().jit is False
+    assert "llvmlite is broken" in caplog.text
+    monkeypatch.setenv("SPAWNML_CPU_JIT", "1")
+    with pytest.raises(BackendUnavailableError, match="llvmlite is broken"):
+        CPUBackend()

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
+import logging
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -12,7 +14,7 @@ import numpy as np
 
 from spawnml.backend import Backend, BackendInfo, Buffer, Capabilities, DeviceKind
 from spawnml.dtypes import DType
-from spawnml.errors import InvalidInputError
+from spawnml.errors import BackendUnavailableError, InvalidInputError
 from spawnml.kernel.analysis import work_estimate
 from spawnml.kernel.ir import KernelIR
 from spawnml.kernel.render import Renderer
@@ -21,28 +23,41 @@ from spawnml.threads import default_threads
 
 from .executor import NumpyProgram, NumpyRenderer, chunk
 
+_log = logging.getLogger("spawnml.cpu")
 SPARE_BYTES = 64
 """Readable bytes after every buffer: a stride-2 vector load of the native code reads one
 element past its last lane (``native.llvm_ir``)."""
 
 
 def jit_enabled() -> bool:
-    """``SPAWNML_CPU_JIT``: 1 compiles kernels to native code (the default where llvmlite is
-    installed), 0 runs them as numpy code."""
+    """``SPAWNML_CPU_JIT``: 1 compiles kernels to native code, 0 runs them as numpy code;
+    unset: native code where llvmlite loads (a warning says why where it does not)."""
     value = os.environ.get("SPAWNML_CPU_JIT")
-    if value is None:
-        return _llvmlite_installed()
-    if value not in ("0", "1"):
+    if value not in (None, "0", "1"):
         raise InvalidInputError(f"SPAWNML_CPU_JIT must be 0 or 1, got {value!r}")
-    if value == "1" and not _llvmlite_installed():
-        raise InvalidInputError("SPAWNML_CPU_JIT=1 needs llvmlite: pip install llvmlite")
-    return value == "1"
+    if value == "0":
+        return False
+    reason = native_unavailable()
+    if reason is None:
+        return True
+    if value == "1":
+        raise BackendUnavailableError(f"cpu: SPAWNML_CPU_JIT=1 but {reason}")
+    _log.warning("cpu: kernels run as numpy code (SPAWNML_CPU_JIT=0 to choose it): %s", reason)
+    return False
 
 
-def _llvmlite_installed() -> bool:
-    import importlib.util
+@functools.cache
+def native_unavailable() -> str | None:
+    """Why native code cannot be compiled here (llvmlite missing or broken), or None."""
+    try:
+        from .native.jit import host
 
-    return importlib.util.find_spec("llvmlite") is not None
+        host()
+    except ImportError as exc:
+        return f"llvmlite is not importable ({exc}); pip install llvmlite"
+    except Exception as exc:  # noqa: BLE001 - LLVM's own errors: report, run numpy code
+        return f"LLVM could not target this CPU: {type(exc).__name__}: {exc}"
+    return None
 
 
 class CPUBackend(Backend):
