@@ -9,6 +9,7 @@ import pytest
 from graph_helpers import chain_model, chain_reference
 
 from spawnml import InferenceSession, hookimpl
+from spawnml.dtypes import DType
 from spawnml.errors import InvalidInputError
 from spawnml.graph import choose
 from spawnml.op import BackendKernel
@@ -16,7 +17,7 @@ from spawnml.op import BackendKernel
 pytest.importorskip("llvmlite", reason="the cpu measures its kernels only with native code")
 CPUBackend = pytest.importorskip("spawnml_backend_cpu.backend").CPUBackend
 
-SHAPE = (4096, 4)  # above choose.MIN_OUTPUT_ELEMENTS (the chain adds a (4,) vector)
+SHAPE = (4096, 4)  # above choose.MIN_ELEMENTS (the chain adds a (4,) vector)
 
 
 class SlowRelu(BackendKernel):
@@ -88,3 +89,39 @@ def test_backends_that_do_not_measure_always_run_their_kernels(slow_relu, monkey
     sess = InferenceSession(chain_model(n_relu=1, shape=SHAPE), backends=["cpu"])
     assert sess.placement().kinds["Relu_1"] == "kernel"
     _check(sess)
+
+
+class BrokenRelu(SlowRelu):
+    """Refuses the made-up inputs of a measurement with a plain numpy-style error."""
+
+    def prepare(self, backend, node, inputs, outputs, values):
+        raise ValueError("could not broadcast input array")
+
+
+def _relu_step():
+    from spawnml.op import Node, TensorInfo
+    from spawnml.registry import find_op
+
+    node = Node("Relu", ["x"], ["y"], name="r", opset=17)
+    info = TensorInfo(DType.float32, SHAPE)
+    return find_op("", "Relu", 17), node, [info], [info]
+
+
+def test_a_kernel_that_refuses_made_up_inputs_is_kept(slow_relu):
+    op, node, inputs, outputs = _relu_step()
+    backend = CPUBackend(jit=True)
+    assert not choose.portable_preferred(backend, BrokenRelu(), op, node, inputs, outputs,
+                                         [None])
+
+
+def test_integer_inputs_whose_values_decide_the_work_are_not_made_up(slow_relu):
+    from spawnml.op import TensorInfo
+
+    op, node, inputs, outputs = _relu_step()
+    lengths = TensorInfo(DType.int64, (4096,))  # e.g. sequence lengths: not measured
+    backend = CPUBackend(jit=True)
+    assert not choose.portable_preferred(backend, SlowRelu(), op, node, [*inputs, lengths],
+                                         outputs, [None, None])
+    assert SlowRelu.prepared == 0
+    assert choose.portable_preferred(backend, SlowRelu(), op, node, inputs, outputs, [None])
+    assert SlowRelu.prepared == 1
