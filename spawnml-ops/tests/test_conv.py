@@ -77,3 +77,51 @@ def test_conv_matches_direct_loop_definition() -> None:
                 patch = xp[0, :, i * 2: i * 2 + 2, j: j + 5: 2]
                 want[0, o, i, j] = (patch * w[o]).sum()
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+def _pointwise_model(group: int) -> tuple[bytes, dict[str, np.ndarray]]:
+    """Sigmoid -> 1x1 Conv (bias, fused Relu) -> Add of a residual, on a 7x5 image: the conv
+    reads its input through a (N, C, H*W) view with a fused producer and consumer."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((6, 4 // group, 1, 1)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]),
+             helper.make_node("Conv", ["s", "w", "b"], ["c"], group=group),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Add", ["r", "res"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "pointwise",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 7, 5]),
+         helper.make_tensor_value_info("res", TensorProto.FLOAT, [2, 6, 7, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6, 7, 5])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {"x": rng.standard_normal((2, 4, 7, 5)).astype(np.float32),
+             "res": rng.standard_normal((2, 6, 7, 5)).astype(np.float32)}
+    return model.SerializeToString(), feeds
+
+
+@pytest.mark.parametrize("group", [1, 2])
+@pytest.mark.parametrize("backend", [b for b in ("cpu", "opencl", "wasm", "webgpu", "webgl")
+                                     if b in spawnml.get_available_backends()])
+def test_pointwise_conv_viewed_flat_fuses_and_matches_onnxruntime(backend, group,
+                                                                  monkeypatch) -> None:
+    ort = pytest.importorskip("onnxruntime")
+    monkeypatch.setenv("SPAWNML_CPU_FAST_KERNELS", "0")  # the portable kernels on cpu too
+    model, feeds = _pointwise_model(group)
+    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    with spawnml.InferenceSession(model, backends=[backend]) as sess:
+        np.testing.assert_allclose(sess.run(None, feeds)[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_view_must_keep_the_tensors_size() -> None:
+    from spawnml.op import In, Launch, Out, TensorInfo
+
+    launch = Launch(conv.conv_pointwise, [In(0)], Out(0), shapes=((2, 3, 5), None))
+    info = TensorInfo(spawnml.DType.float32, (2, 3, 2, 2))
+    with pytest.raises(InvalidModelError, match="a view of shape"):
+        launch.viewed([info, info])
+    ok = TensorInfo(spawnml.DType.float32, (2, 3, 5, 1))
+    assert launch.viewed([ok, info])[0].shape == (2, 3, 5)

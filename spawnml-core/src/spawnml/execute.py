@@ -11,7 +11,20 @@ import numpy as np
 from .backend import Backend, Buffer
 from .dtypes import DType, dtype as as_dtype
 from .errors import InvalidInputError
-from .op import Check, Data, HostOnly, In, Lowering, Node, OpDef, Out, Ref, TensorInfo, Tmp
+from .op import (
+    Check,
+    Data,
+    HostOnly,
+    In,
+    Launch,
+    Lowering,
+    Node,
+    OpDef,
+    Out,
+    Ref,
+    TensorInfo,
+    Tmp,
+)
 from .tensor import DeviceTensor
 
 T = TypeVar("T")
@@ -86,11 +99,11 @@ class PreparedLowering:
             return _resolve(ref, inputs, outputs, self.temps, lambda d: TensorInfo(
                 as_dtype(d.array.dtype), tuple(d.array.shape)))  # fmt: skip
 
-        planned = [(c.kernel, c.inputs, _Counts(n), c.consts) for n, c in enumerate(self.checks)]
-        planned += [(la.kernel, la.inputs, la.output, la.consts) for la in lowering.launches]
-        for kernel, in_refs, out_ref, consts in planned:  # the checks first: see ``verify``
-            ins = [info(r) for r in in_refs]
-            out = info(out_ref)
+        planned = [(c.kernel, c.inputs, _Counts(n), c.consts, Launch(c.kernel, [], Out(0)))
+                   for n, c in enumerate(self.checks)]
+        planned += [(la.kernel, la.inputs, la.output, la.consts, la) for la in lowering.launches]
+        for kernel, in_refs, out_ref, consts, launch in planned:  # checks first: ``verify``
+            *ins, out = launch.viewed([info(r) for r in [*in_refs, out_ref]])
             spec = kernel.specialize([(i.shape, i.dtype) for i in ins], (out.shape, out.dtype),
                                      **consts)  # fmt: skip
             program = backend.compile(spec)

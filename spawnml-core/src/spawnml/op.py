@@ -13,6 +13,7 @@ compile-time constants.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -106,12 +107,30 @@ Ref = In | Out | Tmp | Data
 
 @dataclass
 class Launch:
-    """One kernel launch: ``kernel(inputs..., out=output, **consts)``."""
+    """One kernel launch: ``kernel(inputs..., out=output, **consts)``.
+
+    ``shapes``: the shape the kernel sees for each buffer, inputs then the output, where it
+    differs from the tensor's (None: the tensor's own). A buffer is flat, so a kernel may
+    view it in any shape of the same size: a 1x1 convolution reads (N, C, H, W) as
+    (N, C, H*W) and becomes a matrix product."""
 
     kernel: Kernel
     inputs: list[Ref]
     output: Out | Tmp
     consts: dict[str, Any] = field(default_factory=dict)
+    shapes: tuple[tuple[int, ...] | None, ...] = ()
+
+    def viewed(self, infos: Sequence[TensorInfo]) -> list[TensorInfo]:
+        """``infos`` (inputs then the output) as this launch's kernel sees them."""
+        out = list(infos)
+        for i, shape in enumerate(self.shapes):
+            if shape is not None:
+                size = math.prod(shape)
+                if not infos[i].is_static or infos[i].size != size:
+                    raise InvalidModelError(f"kernel {self.kernel.name}: a view of shape "
+                                            f"{shape} over a tensor of shape {infos[i].shape}")
+                out[i] = TensorInfo(infos[i].dtype, tuple(shape))
+        return out
 
 
 @dataclass
@@ -148,6 +167,15 @@ class Lowering:
         self, kernel: Kernel, inputs: Sequence[Ref], output: Out | Tmp, **consts: Any
     ) -> None:
         self.launches.append(Launch(kernel, list(inputs), output, consts))
+
+    def launch_viewed(
+        self, kernel: Kernel, inputs: Sequence[Ref], output: Out | Tmp,
+        shapes: Sequence[Sequence[int] | None], **consts: Any,
+    ) -> None:
+        """A launch whose kernel sees its buffers in ``shapes`` (inputs then the output;
+        None keeps a tensor's shape; see ``Launch.shapes``)."""
+        views = tuple(None if s is None else tuple(int(d) for d in s) for s in shapes)
+        self.launches.append(Launch(kernel, list(inputs), output, consts, views))
 
     def check(
         self, kernel: Kernel, inputs: Sequence[Ref], size: int, message: str, **consts: Any

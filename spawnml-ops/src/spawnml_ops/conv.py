@@ -39,6 +39,25 @@ def _row_major(shape: Sequence[int]) -> tuple[int, ...]:
 
 
 @kernel
+def conv_pointwise(
+    x: Tensor, w: Tensor, b: Tensor, out: Output, groups: int, has_bias: bool, act: Helper,
+    act_params: tuple, act_arity: int,
+):
+    """A 1x1 convolution with unit strides and no padding, x viewed (N, C, P), w (M, C/group)
+    and out (N, M, P) for P spatial positions: a matrix product per group, whose register
+    tile vectorises along P however narrow the image rows are."""
+    n, co, p = out.index
+    cin_g = w.shape[1]
+    c0 = (co // (out.shape[1] // groups)) * cin_g if groups > 1 else 0
+    acc = 0.0
+    for ci in range(cin_g):
+        acc = acc + cast(x[n, c0 + ci, p], f32) * cast(w[co, ci], f32)
+    if has_bias:
+        acc = acc + cast(b.flat[co], f32)
+    return cast(apply_activation(acc, act, act_params, act_arity), out.dtype)
+
+
+@kernel
 def conv_nd(
     x: Tensor, w: Tensor, b: Tensor, out: Output, nsp: int, xsp: tuple, xst: tuple,
     wst: tuple, ksp: tuple, strides: tuple, pads: tuple, dil: tuple, groups: int,
@@ -209,7 +228,26 @@ class Conv(_ConvBase):
 
     def lower(self, node, inputs, outputs, values) -> Lowering:
         _, win = self._window(node, inputs)
+        x_shape, w_shape = static_shape(inputs[0]), static_shape(inputs[1])
+        if (all(k == 1 for k in win.kernel) and all(s == 1 for s in win.strides)
+                and not any(win.pads_begin) and len(x_shape) > 2
+                and tuple(outputs[0].shape[2:]) == tuple(x_shape[2:])):
+            return self._lower_pointwise(node, inputs, x_shape, w_shape)
         return self._lower(node, inputs, outputs, conv_nd, win, win.pads_begin)
+
+    def _lower_pointwise(self, node, inputs, x_shape, w_shape) -> Lowering:
+        """A 1x1 convolution as a product over flat spatial positions (``conv_pointwise``)."""
+        p = int(np.prod(x_shape[2:]))
+        has_bias = len(inputs) > 2 and inputs[2] is not None
+        low = Lowering()
+        low.launch_viewed(
+            conv_pointwise, [In(0), In(1), In(2) if has_bias else In(1)], Out(0),
+            [(x_shape[0], x_shape[1], p), (w_shape[0], w_shape[1]), None,
+             (x_shape[0], w_shape[0], p)],
+            groups=int(self.attr(node, "group", 1)), has_bias=has_bias,
+            **activation_args(node),
+        )
+        return low
 
     def cases(self) -> list[OpCase]:
         rng = np.random.default_rng(0)

@@ -103,8 +103,8 @@ def _unit(step: NodePlan) -> _Unit:
     temps = list(run.lowering.temps)
     launches = []
     for launch in run.lowering.launches:
-        ins = [_info(step, temps, r) for r in launch.inputs]
-        out = _info(step, temps, launch.output)
+        *ins, out = launch.viewed([_info(step, temps, r)
+                                   for r in [*launch.inputs, launch.output]])
         spec = launch.kernel.specialize(
             [(i.shape, i.dtype) for i in ins], (out.shape, out.dtype), **launch.consts
         )
