@@ -24,6 +24,7 @@ import numpy as np
 from spawnml.dtypes import DType
 from spawnml.errors import KernelTypeError
 from spawnml.kernel import ir
+from spawnml.kernel.analysis import calls
 from spawnml.kernel.ir import Op
 from spawnml.kernel.polyfills import function_name
 from spawnml.kernel.render import Renderer
@@ -97,6 +98,13 @@ class LLVMRenderer(Renderer):
 
     # ------------------------------------------------------------------ module
     def print_kernel(self, k: ir.KernelIR) -> str:
+        # Kernels of 16-bit floats keep their sums exact in order: a fused multiply-add
+        # moves a result across a rounding boundary of the narrow type (an f16 ulp) where
+        # the reference, computed in order, does not.
+        narrow = (DType.float16, DType.bfloat16)
+        self.exact_sums = (any(self.storage_dtype(b.dtype) in narrow or b.dtype in narrow
+                               for b in (*k.inputs, k.output))
+                           or calls(k, "round_f16") or calls(k, "round_bf16"))
         declares: set[str] = set()
         self.declares = declares
         functions = [self.function(f) for f in k.functions]
@@ -234,6 +242,8 @@ class LLVMRenderer(Renderer):
         numpy's pairwise sums do) and contract into fused multiply-adds. None otherwise."""
         binary = (ir.Binary, ir.VecBinary)
         if not (self.loops and isinstance(e, binary) and e.op == Op.ADD and e.type.is_float):
+            return None
+        if self.exact_sums:
             return None
         own = [isinstance(x, (ir.Var, ir.VecRef)) and x.name == name for x in (e.a, e.b)]
         if not any(own):
