@@ -156,3 +156,18 @@ def test_a_broken_llvmlite_gives_numpy_code_with_a_warning_or_a_clear_error(monk
     monkeypatch.setenv("SPAWNML_CPU_JIT", "1")
     with pytest.raises(BackendUnavailableError, match="llvmlite is broken"):
         CPUBackend()
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16"])
+def test_loop_sums_contract_except_in_16_bit_float_kernels(native, dt):
+    """f32 sums in loops may reassociate and fuse (BLAS-like); f16 kernels keep the order."""
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((1, 9, 33)).astype(dt)
+    b = rng.standard_normal((1, 33, 5)).astype(dt)
+    spec = K.matmul.specialize([a, b], ((1, 9, 5), dt))
+    source = native.renderer.render(native.schedule(spec))
+    assert ("fadd reassoc contract" in source or "fadd contract" in source) == (dt == "float32")
+    got = run_kernel(native, K.matmul, [a, b], (1, 9, 5), dt)
+    want = (a.astype(np.float32) @ b.astype(np.float32)).astype(dt)
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2e-3,
+                               atol=2e-3)
