@@ -157,7 +157,8 @@ class CPUBackend(Backend):
         if isinstance(program, NumpyProgram):
             program.run(output.handle, [b.handle for b in inputs])
         else:
-            self.bind(program, output, inputs)()
+            handles = [output.handle, *(b.handle for b in inputs)]
+            program.bind([h.ctypes.data for h in handles], self.threads)()
 
     device_timing = "synchronous"
 
