@@ -42,7 +42,12 @@ def test_replays_equal_the_first_run_and_onnxruntime(model: str, backend: str) -
         recordings = [r for r in plan.recordings.values() if r is not None]
         assert recordings, plan.not_recorded
         assert profile.replayed_runs == 2
-        assert profile.launches_per_run == recordings[0].n_launches <= profile.model_nodes
+        assert profile.launches_per_run == recordings[0].n_launches
+        kinds = set(sess.placement().kinds.values()) - {"host", "reference", "control"}
+        if len(kinds) == 1:  # all portable (fused) or all backend kernels: one per node at
+            # most; a mix (the cpu's measured choice: BLAS beside compiled kernels) may run a
+            # multi-launch lowering unfused next to a BLAS node
+            assert recordings[0].n_launches <= profile.model_nodes
     for got, want in zip(replayed, first):
         np.testing.assert_array_equal(got, want)
     assert not mismatches(replayed, reference.run(None, feeds), names, rel=1e-3)
