@@ -36,6 +36,9 @@ MARGIN = 0.9
 """The portable lowering must take under this fraction of the kernel's time to be chosen, so
 timing noise does not flip a decision between near-equals."""
 RUNS = 5
+BUDGET_S = 0.2
+"""Timed rounds stop at ``RUNS`` or at about this much time per node, so planning a large
+model measures for seconds, not minutes (a round of a 1024x1024 convolution is ~0.1 s)."""
 _DECISIONS: dict[str, bool] = {}
 
 
@@ -123,15 +126,22 @@ def _measure(backend: Backend, kernel: BackendKernel, op: OpDef, node: Node,
 
 
 def _best(backend: Backend, runs: Sequence[Callable[[], Any]]) -> list[float]:
-    """The best time of each of ``runs``, timed in alternation (load drift hits all alike)."""
-    for run in runs:  # warm-up: first touch of memory, lazily built plans
-        run()
-    backend.synchronize()
+    """The best time of each of ``runs``, timed in alternation (load drift hits all alike):
+    up to ``RUNS`` rounds, fewer where one round takes long (``BUDGET_S`` per node)."""
     best = [float("inf")] * len(runs)
-    for _ in range(RUNS):
+    rounds = 1  # the first round warms up (first touch of memory, lazily built plans)
+    done = 0
+    while done <= rounds:
         for i, run in enumerate(runs):
             start = time.perf_counter()
             run()
             backend.synchronize()
-            best[i] = min(best[i], time.perf_counter() - start)
+            if done:
+                best[i] = min(best[i], time.perf_counter() - start)
+            else:
+                best[i] = time.perf_counter() - start
+        if not done:
+            rounds = max(1, min(RUNS, int(BUDGET_S / max(sum(best), 1e-9))))
+            best = [float("inf")] * len(runs)
+        done += 1
     return best
