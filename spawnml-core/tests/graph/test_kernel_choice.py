@@ -125,3 +125,19 @@ def test_integer_inputs_whose_values_decide_the_work_are_not_made_up(slow_relu):
     assert SlowRelu.prepared == 0
     assert choose.portable_preferred(backend, SlowRelu(), op, node, inputs, outputs, [None])
     assert SlowRelu.prepared == 1
+
+
+def test_processes_that_measure_at_once_adopt_the_first_stored_decision(slow_relu,
+                                                                          monkeypatch):
+    """Another process stored "kernel" while this one was measuring (its read came first):
+    this one runs the kernel too, so both compute bit-identical results."""
+    from spawnml.kernel.disk_cache import KernelDiskCache
+
+    op, node, inputs, outputs = _relu_step()
+    backend = CPUBackend(jit=True)
+    key = choose._key(backend.kernel_choice_key(), SlowRelu(), node, inputs, outputs, [None])
+    KernelDiskCache("choices", "txt").put(b"kernel", key)  # the other process's decision
+    monkeypatch.setattr(KernelDiskCache, "get", lambda self, *key: None)  # read before it
+    assert not choose.portable_preferred(backend, SlowRelu(), op, node, inputs, outputs,
+                                         [None])
+    assert SlowRelu.prepared == 1  # it did measure (and found the portable side faster)

@@ -56,3 +56,24 @@ class KernelDiskCache:
             os.replace(tmp, path)  # atomic: concurrent processes never read half a file
         except OSError:
             pass  # a read-only home must not break compilation
+
+    def put_first(self, data: bytes, *key_parts: str) -> bytes:
+        """Store ``data`` unless the key holds bytes already; return what the key holds.
+        Processes racing to store a decision all end up with the first one stored."""
+        path = self.path(*key_parts)
+        if path is None:
+            return data
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            try:
+                os.link(tmp, path)  # atomic, and fails where the key exists
+            except FileExistsError:
+                pass
+            finally:
+                tmp.unlink(missing_ok=True)
+            return path.read_bytes()
+        except OSError:
+            return data
+
