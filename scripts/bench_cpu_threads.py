@@ -7,8 +7,9 @@
 Each (threads, SPAWNML_CPU_JIT) pair runs ``scripts/bench_models.py`` in a fresh process
 (OpenBLAS reads its thread count at import) with ``OPENBLAS_NUM_THREADS``,
 ``SPAWNML_CPU_THREADS`` and onnxruntime's ``intra_op_num_threads`` all set to the same count;
-inside it spawnml and onnxruntime alternate, so each ratio comes from one run. Prints one
-table of ratios (spawnml / onnxruntime) and their geometric means.
+inside it spawnml and onnxruntime alternate, so each ratio comes from one run; kernels are
+chosen by measurement (``SPAWNML_KERNEL_CHOICE=measure`` unless set). Prints one table of
+ratios (spawnml / onnxruntime) and their geometric means.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def main() -> None:
         for jit in args.jit.split(","):
             env = dict(os.environ, OPENBLAS_NUM_THREADS=threads, SPAWNML_CPU_THREADS=threads,
                        SPAWNML_CPU_JIT=jit)
+            env.setdefault("SPAWNML_KERNEL_CHOICE", "measure")
             label = f"{threads} thr, {'native' if jit == '1' else 'numpy'}"
             print(f"== {label}", flush=True)
             out = subprocess.run(

@@ -41,6 +41,7 @@ class SlowRelu(BackendKernel):
 def slow_relu(extra_plugin, tmp_path, monkeypatch):
     monkeypatch.setenv("SPAWNML_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("SPAWNML_CPU_JIT", "1")
+    monkeypatch.setenv(choose.ENV, "measure")
     monkeypatch.setattr(choose, "_DECISIONS", {})
 
     @hookimpl

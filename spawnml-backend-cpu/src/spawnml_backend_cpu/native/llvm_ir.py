@@ -238,8 +238,10 @@ class LLVMRenderer(Renderer):
 
     def accumulation(self, name: str, e: ir.Expr | ir.VecExpr) -> str | None:
         """``name = name + x`` or ``name + a * b`` (float, scalar or vector) inside a loop: a
-        sum LLVM may reassociate (split into vector lanes and partial sums, as BLAS and
-        numpy's pairwise sums do) and contract into fused multiply-adds. None otherwise."""
+        sum whose multiply-add LLVM may contract into one fused multiply-add, as BLAS does.
+        Not reassociated: LLVM would split a sum into partial sums in a loop's scalar
+        remainder but not in its vector body, so an output's bits would depend on where a
+        launch's range starts (threads, batch size). None otherwise."""
         binary = (ir.Binary, ir.VecBinary)
         if not (self.loops and isinstance(e, binary) and e.op == Op.ADD and e.type.is_float):
             return None
@@ -255,8 +257,7 @@ class LLVMRenderer(Renderer):
             x = self.value(f"fmul contract {t} {a}, {b}")
         else:
             x = self.expr(other)
-        flags = "contract" if isinstance(e, ir.VecBinary) else "reassoc contract"
-        return self.value(f"fadd {flags} {t} {self.expr(acc)}, {x}")
+        return self.value(f"fadd contract {t} {self.expr(acc)}, {x}")
 
     def visit_If(self, s: ir.If) -> None:
         cond = self.expr(s.cond)
