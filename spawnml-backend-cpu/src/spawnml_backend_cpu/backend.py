@@ -159,19 +159,23 @@ class CPUBackend(Backend):
         if isinstance(program, NumpyProgram):
             program.run(output.handle, [b.handle for b in inputs])
         else:
-            handles = [output.handle, *(b.handle for b in inputs)]
-            program.bind([h.ctypes.data for h in handles], self.threads)()
+            self._native_call(program, output, inputs)()
 
     device_timing = "synchronous"
+
+    def _native_call(self, program: Any, output: Buffer, inputs: Sequence[Buffer]
+                     ) -> Callable[[], None]:
+        """A native program's call over these buffers (their address table made once)."""
+        handles = [output.handle, *(b.handle for b in inputs)]
+        run = program.bind([h.ctypes.data for h in handles], self.threads)
+        run.buffers = handles  # alive while bound
+        return run  # type: ignore[no-any-return]
 
     def bind(self, program: Any, output: Buffer, inputs: Sequence[Buffer]) -> Callable[[], None]:
         """The launch with its arguments prepared once: native programs get their address
         table, numpy programs their typed views, chunk grids and output slices."""
         if not isinstance(program, NumpyProgram):
-            handles = [output.handle, *(b.handle for b in inputs)]
-            run = program.bind([h.ctypes.data for h in handles], self.threads)
-            run.buffers = handles  # type: ignore[attr-defined]  # alive while bound
-            return run  # type: ignore[no-any-return]
+            return self._native_call(program, output, inputs)
         k, fn = program.kernel, program.fn
         n = k.output.size
         if n == 0:
