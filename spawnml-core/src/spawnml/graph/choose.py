@@ -76,15 +76,12 @@ def portable_preferred(
     if found is None:
         disk = KernelDiskCache("choices", "txt")
         stored = disk.get(key)
-        if stored in (b"portable", b"kernel"):
-            found = stored == b"portable"
-        else:
-            found = _measure(backend, kernel, op, node, inputs, outputs, values)
+        if stored not in (b"portable", b"kernel"):
+            measured = _measure(backend, kernel, op, node, inputs, outputs, values)
             # the first decision stored wins: processes that measured at the same time
             # (Ray actors, workers) run the same kernels and compute bit-identical results
-            stored = disk.put_first(b"portable" if found else b"kernel", key)
-            found = stored == b"portable" if stored in (b"portable", b"kernel") else found
-        _DECISIONS[key] = found
+            stored = disk.put_first(b"portable" if measured else b"kernel", key)
+        found = _DECISIONS[key] = stored == b"portable"
     return found
 
 
