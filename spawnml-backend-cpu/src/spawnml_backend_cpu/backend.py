@@ -65,8 +65,9 @@ class CPUBackend(Backend):
     by LLVM (``jit``, default ``SPAWNML_CPU_JIT``) or as numpy code.
 
     ``threads``: threads splitting each native launch by invocation range (default
-    ``SPAWNML_CPU_THREADS``, else the cores available); BLAS keeps its own setting
-    (``OPENBLAS_NUM_THREADS``), and never runs at the same time as a native launch.
+    ``SPAWNML_CPU_THREADS``, else the cores available) and BLAS inside the kernels that
+    call it (``blas_threads``; never at the same time as a native launch). Results depend on
+    this count, never on ``OMP_NUM_THREADS``/``OPENBLAS_NUM_THREADS``.
     """
 
     name = "cpu"

@@ -22,6 +22,7 @@ from spawnml.op import BackendKernel, Node, TensorInfo, kernel_attributes
 from spawnml.tensor import DeviceTensor
 
 from . import fast_conv, fast_pool, fast_window
+from .blas_threads import with_blas_threads
 
 ENV = "SPAWNML_CPU_FAST_KERNELS"
 
@@ -136,7 +137,7 @@ class CpuKernel(BackendKernel):
         outputs: Sequence[TensorInfo],
         values: Sequence[np.ndarray | None],
     ) -> Callable[[Sequence[DeviceTensor | None], Sequence[DeviceTensor]], None]:
-        compute = self.build(node, inputs, outputs, values)
+        compute = with_blas_threads(self.build(node, inputs, outputs, values), backend.threads)
         finish = activation_finish(node)
         activation = None if self.applies_activation or finish is np.copyto else finish
 
