@@ -12,8 +12,9 @@ memory and in spawnml's disk cache, so a shape is measured once per machine.
 Measuring is opt-in for now: with it, a Ray batch of remove-bg differs from the same
 images in one process by one 8-bit mask level in about 1 of 39,000 values, but only when
 the Ray Data actors themselves measure (with the decisions already on disk the results
-agree to the bit; every process logs the same decisions). Measuring in plain processes,
-two at once or in Ray tasks, leaves results bit-identical. The cause is not found yet.
+agree to the bit; a temporary log showed every process with the same decisions).
+Measuring in plain processes, two at once or in Ray tasks, leaves results bit-identical.
+The cause is not found yet.
 """
 
 from __future__ import annotations
