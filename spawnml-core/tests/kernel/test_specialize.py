@@ -40,7 +40,7 @@ def test_accumulator_is_promoted_to_a_runtime_variable():
 
 
 def test_nonnegative_index_math_uses_plain_division_and_negative_uses_floordiv():
-    spec = K.add_broadcast.specialize([((2, 3), F32), ((3,), F32)], ((2, 3), F32))
+    spec = K.add_broadcast.specialize([((2, 3), F32), ((2, 1), F32)], ((2, 3), F32))
     ops = {e.op for e in ir.all_exprs(spec.body) if isinstance(e, ir.Binary)}
     calls = {e.fn for e in ir.all_exprs(spec.body) if isinstance(e, ir.Call)}
     assert "div" in ops and "floordiv" not in calls  # gid // 3 on a non-negative gid
@@ -59,3 +59,17 @@ def test_kernel_ir_records_source_location():
     spec = K.relu.specialize([((4,), F32)], ((4,), F32))
     assert spec.source.endswith(f"suite_kernels.py:{K.relu.src.first_line}")
     assert spec.key.startswith("relu-")
+
+
+def test_a_broadcast_between_equal_shapes_reads_at_the_output_index():
+    """Equal sizes mean no broadcast: no per-element division or modulo is left to undo
+    (before: one ``//`` and ``%`` per axis, which the cpu's LLVM could not fold back)."""
+
+    def index_ops(a_shape, b_shape, out_shape):
+        spec = K.add_broadcast.specialize([(a_shape, F32), (b_shape, F32)], (out_shape, F32))
+        return {e.op for e in ir.all_exprs(spec.body) if isinstance(e, ir.Binary)} & {
+            ir.Op.DIV, ir.Op.MOD}
+
+    assert not index_ops((2, 3, 5), (2, 3, 5), (2, 3, 5))
+    assert not index_ops((1, 3, 5), (3, 5), (1, 3, 5))  # leading 1s: still equal sizes
+    assert ir.Op.DIV in index_ops((2, 3, 5), (3, 1), (2, 3, 5))  # a real broadcast
