@@ -426,8 +426,9 @@ def test_portable_lowering_agrees(case, monkeypatch):
         got = run_node(get_backend("cpu"), op, node, case.inputs)
     except (SpawnMLError, NotImplementedError) as exc:
         pytest.skip(f"portable {case.op} not available: {type(exc).__name__}: {exc}")
-    for g, e in zip(got, expected):
-        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-4)
+    for g, e in zip(got, expected):  # float32 sums in another order: scaled as above
+        scale = max(1.0, float(np.abs(e).max(initial=0.0)))
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5 * scale)
 
 
 def test_fused_activation_applied():

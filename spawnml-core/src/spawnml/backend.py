@@ -196,6 +196,11 @@ class Backend(abc.ABC):
     """Lay a tile's innermost axis out across invocations (``tile_kernel(interleave=True)``).
     Measured on PoCL and lavapipe: no faster than blocks (512³ MatMul 6.1 vs 7.5 GFLOP/s)."""
 
+    reduction_lanes: ClassVar[int] = 1
+    """Partial results a float reduction loop keeps (``spawnml.kernel.partial_sums``): a
+    target with vectors but no parallel invocations to hide add latency (the cpu) asks for
+    two vectors' worth; 1: every sum in order."""
+
     def schedule(self, kernel: KernelIR) -> KernelIR:
         """``kernel`` as this target runs it (``spawnml.kernel.schedule``): with the register
         tile that buys reuse within ``max_tile_outputs`` (``SPAWNML_TILE=0``: never), then
@@ -203,7 +208,7 @@ class Backend(abc.ABC):
         from .kernel.schedule import schedule
 
         return schedule(kernel, self.max_tile_outputs, self.tile_interleave, self.tile_inner,
-                        self.vector_loads_pay)
+                        self.vector_loads_pay, self.reduction_lanes)
 
     def vector_loads_pay(self, tiled: KernelIR) -> bool:
         """Whether this target's renderer turns the copies of ``tiled`` (a tile along the

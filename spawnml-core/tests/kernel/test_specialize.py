@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spawnml.kernel import ir
+from spawnml.kernel import Output, Tensor, cast, f32, ir, kernel
 from spawnml.kernel.types import ScalarType
 from spawnml.testing import suite_kernels as K
 
@@ -73,3 +73,18 @@ def test_a_broadcast_between_equal_shapes_reads_at_the_output_index():
     assert not index_ops((2, 3, 5), (2, 3, 5), (2, 3, 5))
     assert not index_ops((1, 3, 5), (3, 5), (1, 3, 5))  # leading 1s: still equal sizes
     assert ir.Op.DIV in index_ops((2, 3, 5), (3, 1), (2, 3, 5))  # a real broadcast
+
+
+@kernel
+def _named_flat(x: Tensor, out: Output):
+    f = out.flat  # bound once, to a non-negative value
+    g = out.flat
+    g = g - 7  # bound twice: may be negative
+    return x.flat[(f // 3) % 4] + cast(g // 3, f32)
+
+
+def test_a_name_bound_once_to_a_non_negative_value_divides_plainly():
+    spec = _named_flat.specialize([((12,), F32)], ((12,), F32))
+    calls = [e.fn for e in ir.all_exprs(spec.body) if isinstance(e, ir.Call)]
+    assert calls.count("floordiv") == 1  # g's; f // 3 and its % 4 are plain
+    assert "floormod" not in calls

@@ -7,6 +7,8 @@ types are checked when the kernel is specialised for concrete shapes and dtypes.
 from __future__ import annotations
 
 import ast
+import collections
+import functools
 import inspect
 import textwrap
 import threading
@@ -81,6 +83,17 @@ class _Source:
 
     def line(self, node: ast.AST) -> int:
         return self.first_line + getattr(node, "lineno", 1) - 1
+
+    @functools.cached_property
+    def bound_once(self) -> frozenset[str]:
+        """Names the function binds at exactly one place (a parameter counts as one): every
+        value such a name ever holds is that one expression's (or the zero locals start at),
+        so a property of the expression, such as being non-negative, holds for the name."""
+        sites: collections.Counter[str] = collections.Counter(a.arg for a in self.tree.args.args)
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                sites[node.id] += 1  # x += 1 binds x again (its earlier binding is another)
+        return frozenset(name for name, n in sites.items() if n == 1)
 
     def loc(self, node: ast.AST) -> Location:
         return Location(self.name, self.file, self.line(node))

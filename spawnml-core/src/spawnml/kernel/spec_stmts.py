@@ -297,6 +297,8 @@ class Specializer(ExpressionSpecializer):
         var = self.new_var(self.scope.prefix + name, e.type)
         env[name] = var
         self.emit(ir.Assign(line, var, e))
+        if name in self.src.bound_once and self.is_nonneg(e):
+            self.nonneg.add(var.name)  # f = out.flat: f // s is a plain division
 
     def stmt_AugAssign(self, node: ast.AugAssign) -> None:
         assert isinstance(node.target, ast.Name)

@@ -345,24 +345,24 @@ def _substitute(body: tuple[ir.Stmt, ...], positions: dict[int, int],
     return tuple(out)
 
 
-def _rename_vars(e: ir.Expr, name: Callable[[str], str]) -> ir.Expr:
+def rename_vars(e: ir.Expr, name: Callable[[str], str]) -> ir.Expr:
     """``e`` with every variable renamed (a direct walk: the jam's hot path)."""
     if isinstance(e, ir.Var):
         return ir.Var(e.type, name(e.name))
     if isinstance(e, ir.Const | ir.GlobalIndex):
         return e
     if isinstance(e, ir.Binary):
-        return ir.Binary(e.type, e.op, _rename_vars(e.a, name), _rename_vars(e.b, name))
+        return ir.Binary(e.type, e.op, rename_vars(e.a, name), rename_vars(e.b, name))
     if isinstance(e, ir.Load):
-        return ir.Load(e.type, e.buffer, _rename_vars(e.index, name))
+        return ir.Load(e.type, e.buffer, rename_vars(e.index, name))
     if isinstance(e, ir.Unary):
-        return ir.Unary(e.type, e.op, _rename_vars(e.x, name))
+        return ir.Unary(e.type, e.op, rename_vars(e.x, name))
     if isinstance(e, ir.Cast | ir.Bitcast):
-        return type(e)(e.type, _rename_vars(e.x, name))
+        return type(e)(e.type, rename_vars(e.x, name))
     if isinstance(e, ir.Select):
-        return ir.Select(e.type, *(_rename_vars(x, name) for x in (e.cond, e.a, e.b)))
+        return ir.Select(e.type, *(rename_vars(x, name) for x in (e.cond, e.a, e.b)))
     if isinstance(e, ir.Call):
-        return ir.Call(e.type, e.fn, tuple(_rename_vars(x, name) for x in e.args))
+        return ir.Call(e.type, e.fn, tuple(rename_vars(x, name) for x in e.args))
     return rewrite(e, PatternMatcher([(ir.Var, lambda v: ir.Var(v.type, name(v.name)))],
                                      once=True))
 
@@ -392,7 +392,7 @@ class _Jam:
 
     def canon(self, e: ir.Expr, t: int) -> ir.Expr:
         """``e`` of copy ``t`` with each variable named by its class: equal iff provably equal."""
-        return _rename_vars(e, lambda name: f"{name}#{self.part(name)[t]}")
+        return rename_vars(e, lambda name: f"{name}#{self.part(name)[t]}")
 
     def keys(self, row: Row, fields: tuple[str, ...]) -> list[tuple[ir.Expr, ...]]:
         return [tuple(self.canon(getattr(s, f), t) for f in fields) for t, s in enumerate(row)]
@@ -437,7 +437,7 @@ class _Jam:
         return var if len(set(part)) == 1 else f"{var}_t{part[t]}"
 
     def rename(self, e: ir.Expr, t: int) -> ir.Expr:
-        return _rename_vars(e, lambda name: self.name(name, t))
+        return rename_vars(e, lambda name: self.name(name, t))
 
     def locals(self) -> tuple[ir.Var, ...]:
         names = {self.name(v, t): ty for v, ty in self.types.items() for t in range(self.n)}
