@@ -9,12 +9,12 @@ timings depend on: device, threads, compiler); planning then times both on the n
 memory and in spawnml's disk cache, so a shape is measured once per machine.
 
 ``SPAWNML_KERNEL_CHOICE``: ``kernel`` (default: always the backend kernel) or ``measure``.
-Measuring is opt-in for now: with it, a Ray batch of remove-bg differs from the same
-images in one process by one 8-bit mask level in about 1 of 39,000 values, but only when
-the Ray Data actors themselves measure (with the decisions already on disk the results
-agree to the bit; a temporary log showed every process with the same decisions).
-Measuring in plain processes, two at once or in Ray tasks, leaves results bit-identical.
-The cause is not found yet.
+Measuring is still opt-in. Its one known mismatch is fixed: a Ray batch of remove-bg
+differed from one process only when the Ray Data actors measured, because measuring in an
+actor's ``__init__`` made its main thread threadpoolctl's only thread allowed to set
+OpenBLAS's thread count, so the ``__call__`` thread's BLAS ran at Ray's
+``OMP_NUM_THREADS=1`` (``spawnml_backend_cpu.blas_threads`` now sets it from any thread).
+The default stays ``kernel`` until the whole test suite has run with measuring on.
 """
 
 from __future__ import annotations
