@@ -376,7 +376,7 @@ class Fuser:
         fused = NodePlan(
             node, cons.op, list(names.infos), list(out_infos), list(names.values),
             cons.location, "portable", run=run, used_inputs=set(range(len(names.names))),
-            reason=cons.reason, fused=members,
+            reason=_reasons(prod, cons), fused=members,
         )
         for old in (prod, cons):
             if hasattr(old.run, "close"):
@@ -389,6 +389,17 @@ class Fuser:
         self.steps[c] = fused
         self.fusions += 1
         return True
+
+
+def _reasons(*steps: NodePlan) -> str:
+    """The placement reasons of fused steps, each once: a node's own reason (why its backend
+    kernel gave way) must survive its fusion into a neighbour."""
+    found: list[str] = []
+    for step in steps:
+        for reason in step.reason.split("; ") if step.reason else ():
+            if reason not in found:
+                found.append(reason)
+    return "; ".join(found)
 
 
 def _reads(launch: _Launch, positions: set[int]) -> list[int]:
