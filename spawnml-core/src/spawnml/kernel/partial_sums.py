@@ -39,7 +39,6 @@ from .tile import rename_vars
 from .types import ScalarType
 
 F32 = ScalarType.f32
-I32 = ScalarType.i32
 _NARROW = (DType.float16, DType.bfloat16)
 _IDENTITY = {"add": -0.0, "max": -math.inf, "min": math.inf}
 
@@ -168,6 +167,7 @@ class _Splitter:
             found = _reduction(x)
             if found is not None and x.var.name not in accs:
                 accs[x.var.name] = found[0]
+        temps = set(self.assigned(s)) - set(accs)
         seen: set[str] = set()
         for x in s.body:
             assert isinstance(x, ir.Assign)
@@ -177,7 +177,7 @@ class _Splitter:
             read = set(_reads(value))
             if read & set(accs):
                 return None  # an accumulator read elsewhere, or assigned twice
-            if read & (set(self.assigned(s)) - seen - set(accs)):
+            if read & (temps - seen):
                 return None  # read before this iteration assigns it: carried between trips
             if name in accs and (name in seen or found is None):
                 return None  # an accumulator assigned twice

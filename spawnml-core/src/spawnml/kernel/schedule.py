@@ -25,22 +25,24 @@ from .tile import register_tile, tile_budget, vector_tile
 from .unroll import unroll_short_loops
 
 
+def _switch(name: str) -> bool:
+    """An on/off environment switch that defaults to on: ``name`` must be 0 or 1."""
+    value = os.environ.get(name, "1")
+    if value not in ("0", "1"):
+        raise InvalidInputError(f"{name} must be 0 or 1, got {value!r}")
+    return value == "1"
+
+
 def interior_enabled() -> bool:
     """``SPAWNML_INTERIOR``: 1 (default) gives loop nests an interior version without the
     bounds tests that hold there (``spawnml.kernel.interior``), 0 not."""
-    value = os.environ.get("SPAWNML_INTERIOR", "1")
-    if value not in ("0", "1"):
-        raise InvalidInputError(f"SPAWNML_INTERIOR must be 0 or 1, got {value!r}")
-    return value == "1"
+    return _switch("SPAWNML_INTERIOR")
 
 
 def partial_sums_enabled() -> bool:
     """``SPAWNML_PARTIAL_SUMS``: 1 (default) lets a target ask for float reductions as
     interleaved partial results (``spawnml.kernel.partial_sums``), 0 keeps every sum in order."""
-    value = os.environ.get("SPAWNML_PARTIAL_SUMS", "1")
-    if value not in ("0", "1"):
-        raise InvalidInputError(f"SPAWNML_PARTIAL_SUMS must be 0 or 1, got {value!r}")
-    return value == "1"
+    return _switch("SPAWNML_PARTIAL_SUMS")
 
 
 def schedule(
